@@ -1,0 +1,355 @@
+package main
+
+// Answering one call: dispatch to a tool, plan a bash call (paths, mode,
+// escalation, sandbox, environment) and run it in the foreground.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// invocation is what one bashcall process knows while it answers.
+type invocation struct {
+	cfg      config
+	stateDir string
+	environ  []string
+	getenv   func(string) string
+	// protected are paths no sandboxed command may write: the state dir,
+	// the config file and, when serving, the spool dir.
+	protected []string
+	// abort delivers SIGINT and SIGTERM while a call is answered.
+	abort chan os.Signal
+}
+
+// runCall answers the call on stdin.
+func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var c commonFlags
+	fs := newFlagSet("bashcall", stderr, &c)
+	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
+	}
+	inv, err := loadSettings(&c, true)
+	if err != nil {
+		return err
+	}
+	data, err := readRequest(stdin)
+	var req *request
+	if err == nil {
+		req, err = parseRequest(data)
+	}
+	var ir *invalidRequest
+	if errors.As(err, &ir) {
+		resp := &response{ID: ir.id}
+		setError(resp, err)
+		if werr := writeResponse(stdout, resp, *textFlag); werr != nil {
+			return werr
+		}
+		return errResponded
+	}
+	if err != nil {
+		return err
+	}
+	inv.abort = make(chan os.Signal, 2)
+	signal.Notify(inv.abort, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(inv.abort)
+	return writeResponse(stdout, inv.handle(req), *textFlag)
+}
+
+// writeResponse writes the JSON line, or only the text with -text.
+func writeResponse(w io.Writer, r *response, textOnly bool) error {
+	if textOnly {
+		_, err := io.WriteString(w, r.text())
+		return err
+	}
+	return encodeResponse(w, r)
+}
+
+// handle answers one parsed request. Every failure becomes an error
+// response; nothing here ends the process.
+func (inv *invocation) handle(req *request) *response {
+	inv.protected = []string{inv.stateDir}
+	if inv.cfg.path != "" {
+		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
+	}
+	if spool := inv.getenv("BASHCALL_SPOOL_DIR"); spool != "" {
+		inv.protected = append(inv.protected, canonicalOr(spool))
+	}
+	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
+	var err error
+	switch req.Name {
+	case toolBash:
+		err = inv.bash(req, resp)
+	case toolOutput:
+		err = inv.taskOutput(req, resp)
+	case toolKill:
+		err = inv.taskKill(req, resp)
+	case toolList:
+		err = inv.taskList(req, resp)
+	default:
+		err = toolErrorf("unknown tool %q", req.Name)
+	}
+	if err != nil {
+		setError(resp, err)
+	}
+	if req.ArgsErr == nil {
+		resp.Present.Call = callCard(req.Name, req.Args)
+	}
+	if req.Session.ID != "" {
+		resp.Notices = inv.takeNotices(ownerKey(req.Session.ID))
+	}
+	return resp
+}
+
+// setError makes resp an error response.
+func setError(resp *response, err error) {
+	var te *toolError
+	msg := err.Error()
+	if !errors.As(err, &te) && !errors.As(err, new(*invalidRequest)) {
+		msg = "internal: " + msg
+	}
+	text := "Error: " + msg
+	resp.IsError = true
+	resp.Content = []textContent{{Type: "text", Text: text}}
+	if resp.Present == nil {
+		resp.Present = &presentation{}
+	}
+	resp.Present.Result = genericCard(text)
+}
+
+// setText makes resp a successful response with text.
+func setText(resp *response, text string, result *card) {
+	resp.Content = []textContent{{Type: "text", Text: text}}
+	if result == nil {
+		result = genericCard(text)
+	}
+	resp.Present.Result = result
+}
+
+// callPlan is a bash call ready to run.
+type callPlan struct {
+	workspace string
+	workdir   string
+	sandbox   *sandboxPlan
+	argv      []string
+	env       []string
+	timeoutMs int64
+}
+
+// bash answers the bash tool.
+func (inv *invocation) bash(req *request, resp *response) error {
+	if req.ArgsErr != nil {
+		return req.ArgsErr
+	}
+	a, err := parseBashArgs(req.Args)
+	if err != nil {
+		return err
+	}
+	if a.Background && !inv.cfg.Background.Enabled {
+		return toolErrorf("run_in_background is disabled by this executor's configuration")
+	}
+	p := &callPlan{timeoutMs: inv.cfg.TimeoutMs}
+	if a.TimeoutMs > 0 {
+		p.timeoutMs = a.TimeoutMs
+	}
+	p.timeoutMs = min(p.timeoutMs, inv.cfg.MaxTimeoutMs)
+	if p.workspace, p.workdir, err = inv.resolveDirs(&req.Session, a.Workdir); err != nil {
+		return err
+	}
+	owner := ownerKey(req.Session.ID)
+	if a.Background {
+		if err := inv.checkTaskLimit(owner); err != nil {
+			return err
+		}
+	}
+	mode, err := inv.resolveMode(req, &a, resp)
+	if err != nil {
+		return err
+	}
+	if err := inv.planRun(p, mode, &a, &req.Session); err != nil {
+		return err
+	}
+	if a.Background {
+		return inv.startTask(p, &a, owner, resp)
+	}
+	return inv.foreground(p, resp)
+}
+
+// resolveDirs canonicalises the session workspace and the workdir: an
+// absolute workdir as given, a relative one against the workspace.
+func (inv *invocation) resolveDirs(s *session, workdir string) (workspace, dir string, err error) {
+	switch {
+	case s.CWD != "":
+		if workspace, err = canonicalDir(s.CWD); err != nil {
+			return "", "", toolErrorf("bad session cwd %q: %v", s.CWD, err)
+		}
+	case inv.cfg.Workspace != "":
+		if workspace, err = canonicalDir(inv.cfg.Workspace); err != nil {
+			return "", "", toolErrorf("bad workspace %q: %v", inv.cfg.Workspace, err)
+		}
+	default:
+		cwd, err := os.Getwd()
+		if err == nil {
+			workspace, err = canonicalDir(cwd)
+		}
+		if err != nil {
+			return "", "", toolErrorf("bad workspace (the current directory): %v", err)
+		}
+	}
+	if workdir == "" {
+		return workspace, workspace, nil
+	}
+	if !filepath.IsAbs(workdir) {
+		workdir = filepath.Join(workspace, workdir)
+	}
+	if dir, err = canonicalDir(workdir); err != nil {
+		return "", "", toolErrorf("bad workdir %q: %v", workdir, err)
+	}
+	return workspace, dir, nil
+}
+
+// canonicalDir resolves p to an absolute path without symlinks that names
+// an existing directory.
+func canonicalDir(p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", errors.New("not an absolute path")
+	}
+	c, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", err
+	}
+	fi, err := os.Stat(c)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", errors.New("not a directory")
+	}
+	return c, nil
+}
+
+// sandboxes reports whether the executor confines by default, which is
+// what makes escalation exist at all (PROTOCOL.md section 7).
+func (inv *invocation) sandboxes() bool { return inv.cfg.Sandbox.Mode != modeFullAccess }
+
+// escalationAdvertised says whether a denial carries the escalation marker.
+func (inv *invocation) escalationAdvertised() bool {
+	return inv.sandboxes() && inv.cfg.Approval.Policy != "never"
+}
+
+// resolveMode is the call's mode: an approved escalation, else the session's
+// standing mode, else the configured default.
+func (inv *invocation) resolveMode(req *request, a *bashArgs, resp *response) (string, error) {
+	current := inv.standingMode(req.Session.ID)
+	if a.Escalate == "" {
+		return current, nil
+	}
+	if !inv.sandboxes() {
+		return "", toolErrorf("sandbox_permissions is not available in this composition (no sandboxing executor to escalate)")
+	}
+	if !strictlyWider(a.Escalate, current) {
+		return "", toolErrorf("sandbox escalation to %q is not strictly wider than this call's current %q mode", a.Escalate, current)
+	}
+	if err := inv.approve(req, a, resp); err != nil {
+		return "", err
+	}
+	return a.Escalate, nil
+}
+
+// planRun decides the sandbox, environment and argv of the call.
+func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session) error {
+	shell, err := lookShell(inv.cfg.Shell, inv.getenv("PATH"))
+	if err != nil {
+		return err
+	}
+	var extraEnv, roots []string
+	roots = append(roots, inv.cfg.Sandbox.WritableRoots...)
+	if mode == modeWorkspaceWrite {
+		if cache := inv.sandboxCache(s.ID); cache != "" {
+			roots = append(roots, cache)
+			extraEnv = append(extraEnv, "XDG_CACHE_HOME="+cache)
+		}
+	}
+	abi, abiErr := landlockABI()
+	if p.sandbox, err = planSandbox(mode, p.workspace, roots, inv.protected, abi, abiErr); err != nil {
+		return err
+	}
+	p.env = commandEnv(inv.environ, &inv.cfg.Env, extraEnv, inv.stateDir, s.ID)
+	p.argv = []string{shell, "-c", a.Command}
+	if p.sandbox.confined() {
+		launch := []string{selfExe(), launcherArg}
+		for _, w := range p.sandbox.Writable {
+			launch = append(launch, "-w", w)
+		}
+		p.argv = append(append(launch, "--"), p.argv...)
+	}
+	return nil
+}
+
+// foreground runs the call to completion and renders its result.
+func (inv *invocation) foreground(p *callPlan, resp *response) error {
+	select {
+	case <-inv.abort:
+		return toolErrorf("command aborted")
+	default:
+	}
+	if err := setSubreaper(); err != nil {
+		return fmt.Errorf("becoming a child subreaper: %w", err)
+	}
+	spillDir := func() (string, error) { return privateDir(inv.stateDir, "spill") }
+	stdout := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, spillDir, "stdout")
+	stderr := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, spillDir, "stderr")
+	out, err := runCommand(&runSpec{
+		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: stdout, Stderr: stderr,
+		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
+		Abort: inv.abort, Launcher: p.sandbox.confined(), Subreaper: true,
+	})
+	if err != nil {
+		return startError(err)
+	}
+	r := &foregroundResult{Kind: "foreground", TimedOut: out.TimedOut, Aborted: out.Aborted,
+		TimeoutMs: p.timeoutMs, Stdout: stdout.result(), Stderr: stderr.result()}
+	if out.RunnerFailure != "" {
+		return sandboxUnavailable(p.sandbox.Mode, out.RunnerFailure)
+	}
+	if out.Signal != 0 {
+		name := signalName(out.Signal)
+		r.Signal = &name
+	} else {
+		r.ExitCode = &out.ExitCode
+	}
+	facts := p.sandbox.Facts
+	facts.Denied = classifyDenied(facts.Mode, r.ExitCode, r.Stderr.Text)
+	r.Sandbox = &facts
+	resp.StructuredContent = r
+	if out.Aborted {
+		return toolErrorf("command aborted")
+	}
+	text := renderForeground(r, inv.escalationAdvertised())
+	setText(resp, text, terminalCard(text))
+	return nil
+}
+
+// startError words a command that could not be started.
+func startError(err error) error {
+	var se *errStart
+	if errors.As(err, &se) {
+		return toolErrorf("cannot start the command: %v", se.err)
+	}
+	return err
+}
+
+// grace is the configured SIGTERM-to-SIGKILL delay.
+func (inv *invocation) grace() time.Duration {
+	return time.Duration(inv.cfg.GraceMs) * time.Millisecond
+}

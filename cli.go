@@ -1,0 +1,216 @@
+package main
+
+// The subcommands other than a call: schema, prompt, version, mode, gc.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// version is set with -ldflags "-X main.version=v1.2.3".
+var version string
+
+// runSchema prints the tool definitions.
+func runSchema(args []string, stdout, stderr io.Writer) error {
+	var c commonFlags
+	fs := newFlagSet("schema", stderr, &c)
+	format := fs.String("format", "mcp", "`mcp` or openai")
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
+	}
+	if *format != "mcp" && *format != "openai" {
+		return usageError{fmt.Errorf("schema: -format must be mcp or openai, got %q", *format)}
+	}
+	inv, err := loadSettings(&c, false)
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(schemaJSON(tools(&inv.cfg), *format))
+	return err
+}
+
+// runPrompt prints the system-prompt section.
+func runPrompt(args []string, stdout, stderr io.Writer) error {
+	var c commonFlags
+	if err := parseFlags(newFlagSet("prompt", stderr, &c), args, 0); err != nil {
+		return err
+	}
+	inv, err := loadSettings(&c, false)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, systemPrompt(&inv.cfg))
+	return err
+}
+
+// runVersion prints the version and what a confined call gets here.
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	var c commonFlags
+	if err := parseFlags(newFlagSet("version", stderr, &c), args, 0); err != nil {
+		return err
+	}
+	v := version
+	if v == "" {
+		v = "(devel)"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+	}
+	fmt.Fprintf(stdout, "bashcall %s (%s %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	abi, err := landlockABI()
+	if err != nil || abi < 1 {
+		fmt.Fprintf(stdout, "landlock: unavailable (%v)\nconfined calls: refused (fail closed); only danger-full-access runs\n", err)
+		return nil
+	}
+	scope := "signals and abstract unix sockets not scoped (needs ABI 6)"
+	if scoped(abi) {
+		scope = "signals and abstract unix sockets scoped"
+	}
+	fmt.Fprintf(stdout, "landlock: ABI %d\nconfined calls: enforcement %s; %s\n", abi, enforcement(abi), scope)
+	return nil
+}
+
+// runMode reads or sets a session's standing mode. "default" clears it.
+func runMode(args []string, stdout, stderr io.Writer) error {
+	var c commonFlags
+	fs := newFlagSet("mode", stderr, &c)
+	sessionFlag := fs.String("session", "", "the session `ID`")
+	if err := parseFlags(fs, args, 1); err != nil {
+		return err
+	}
+	if *sessionFlag == "" {
+		return usageError{errors.New("mode: -session is required")}
+	}
+	inv, err := loadSettings(&c, true)
+	if err != nil {
+		return err
+	}
+	if m := fs.Arg(0); m != "" {
+		if m == "default" {
+			m = ""
+		} else if !validMode(m) {
+			return usageError{fmt.Errorf("mode: %q is not one of %s or default", m, strings.Join(modes, ", "))}
+		}
+		if err := inv.setStandingMode(*sessionFlag, m); err != nil {
+			return err
+		}
+	}
+	_, err = fmt.Fprintln(stdout, inv.standingMode(*sessionFlag))
+	return err
+}
+
+// runGC deletes settled tasks and spill files older than -older-than
+// (default: [background] retention). Running tasks are never touched.
+func runGC(args []string, stdout, stderr io.Writer) error {
+	var c commonFlags
+	fs := newFlagSet("gc", stderr, &c)
+	olderFlag := fs.String("older-than", "", "delete what finished more than `DURATION` ago")
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
+	}
+	inv, err := loadSettings(&c, true)
+	if err != nil {
+		return err
+	}
+	older := inv.cfg.Background.Retention
+	if *olderFlag != "" {
+		older = *olderFlag
+	}
+	age, err := parseDuration(older)
+	if err != nil {
+		return usageError{fmt.Errorf("gc: -older-than: %w", err)}
+	}
+	cutoff := time.Now().Add(-age)
+	tasks := inv.gcTasks(cutoff)
+	spills := gcFiles(filepath.Join(inv.stateDir, "spill"), cutoff)
+	_, err = fmt.Fprintf(stdout, "removed %d finished tasks and %d spill files\n", tasks, spills)
+	return err
+}
+
+// gcTasks removes the tasks that settled before cutoff.
+func (inv *invocation) gcTasks(cutoff time.Time) int {
+	d, err := os.Open(inv.tasksDir())
+	if err != nil {
+		return 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	n := 0
+	for _, id := range names {
+		t, err := inv.loadTask(id)
+		if err != nil {
+			continue
+		}
+		f := t.final()
+		if f == nil || time.UnixMilli(f.FinishedAt).After(cutoff) {
+			continue
+		}
+		for _, sub := range []string{"tasks", "pending"} {
+			os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id))
+		}
+		if os.RemoveAll(t.dir) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// gcFiles removes the regular files in dir last written before cutoff.
+func gcFiles(dir string, cutoff time.Time) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) && os.Remove(filepath.Join(dir, e.Name())) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// lookShell resolves the configured shell to an absolute path.
+func lookShell(shell, path string) (string, error) {
+	if strings.Contains(shell, "/") {
+		p, err := filepath.Abs(shell)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return "", toolErrorf("the configured shell %q cannot be used: %v", shell, err)
+		}
+		return p, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, shell)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return filepath.Abs(p)
+		}
+	}
+	return "", toolErrorf("the configured shell %q is not on PATH", shell)
+}
+
+// signalName is "SIGTERM" for SIGTERM, "" for no signal.
+func signalName(sig unix.Signal) string {
+	if sig == 0 {
+		return ""
+	}
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
+}

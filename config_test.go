@@ -1,0 +1,111 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// TestConfigExample decodes config.toml.example, so that it cannot drift
+// from the defaults or miss a key.
+func TestConfigExample(t *testing.T) {
+	got, err := loadConfig("config.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaultConfig()
+	want.path = "config.toml.example"
+	if d := cmp.Diff(want, got, cmp.AllowUnexported(config{}), cmpopts.EquateEmpty()); d != "" {
+		t.Errorf("config.toml.example differs from the defaults (-want +got):\n%s", d)
+	}
+	b, _ := os.ReadFile("config.toml.example")
+	for _, key := range []string{"shell", "workspace", "state_dir", "timeout_ms", "max_timeout_ms", "grace_ms",
+		"max_output_bytes", "max_spill_bytes", "enabled", "max_tasks_per_session", "wait_timeout_ms",
+		"max_wait_timeout_ms", "retention", "mode", "writable_roots", "policy", "command", "keep", "remove", "set", "workers"} {
+		if !strings.Contains(string(b), "\n"+key+" = ") {
+			t.Errorf("config.toml.example does not set %s", key)
+		}
+	}
+}
+
+// TestConfigErrors: an unknown key, a bad value, a bad type, each named.
+func TestConfigErrors(t *testing.T) {
+	tests := []struct{ name, toml, want string }{
+		{"unknown key", "timeout = 5\n", `unknown key "timeout"`},
+		{"unknown nested key", "[sandbox]\nmodes = \"x\"\n", `unknown key "sandbox.modes"`},
+		{"bad mode", "[sandbox]\nmode = \"yolo\"\n", `sandbox.mode must be one of`},
+		{"negative", "grace_ms = -1\n", "grace_ms must be a positive number, got -1"},
+		{"type", "timeout_ms = \"5\"\n", "timeout_ms"},
+		{"policy", "[approval]\npolicy = \"maybe\"\n", `approval.policy must be "ask" or "never", got "maybe"`},
+		{"retention", "[background]\nretention = \"soon\"\n", `background.retention: invalid duration "soon"`},
+		{"relative root", "[sandbox]\nwritable_roots = [\"rel\"]\n", `sandbox.writable_roots: "rel" is not an absolute path`},
+		{"env name", "[env]\nset = { \"A=B\" = \"x\" }\n", `env.set: "A=B" is not a variable name`},
+		{"not toml", "[[[", "config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.toml")
+			os.WriteFile(p, []byte(tt.toml), 0o600)
+			_, err := loadConfig(p)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("loadConfig(%q) = %v, want an error containing %q", tt.toml, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestConfigDiscovery: flag, then $BASHCALL_CONFIG, then the XDG file.
+func TestConfigDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	xdg := filepath.Join(dir, "xdg")
+	os.MkdirAll(filepath.Join(xdg, "bashcall"), 0o700)
+	env := map[string]string{"XDG_CONFIG_HOME": xdg, "HOME": dir}
+	getenv := func(k string) string { return env[k] }
+	if got := configPath("", getenv); got != "" {
+		t.Errorf("no file: configPath = %q, want the defaults", got)
+	}
+	os.WriteFile(filepath.Join(xdg, "bashcall", "config.toml"), nil, 0o600)
+	if got := configPath("", getenv); got != filepath.Join(xdg, "bashcall", "config.toml") {
+		t.Errorf("xdg: configPath = %q", got)
+	}
+	env["BASHCALL_CONFIG"] = "/env.toml"
+	if got := configPath("", getenv); got != "/env.toml" {
+		t.Errorf("env: configPath = %q", got)
+	}
+	if got := configPath("/flag.toml", getenv); got != "/flag.toml" {
+		t.Errorf("flag: configPath = %q", got)
+	}
+	cfg := defaultConfig()
+	cfg.StateDir = "/from-config"
+	env = map[string]string{"HOME": "/home/u"}
+	for _, tt := range []struct{ flag, env, cfg, want string }{
+		{"/f", "/e", "/c", "/f"}, {"", "/e", "/c", "/e"}, {"", "", "/c", "/c"}, {"", "", "", "/home/u/.local/state/bashcall"},
+	} {
+		env["BASHCALL_STATE_DIR"] = tt.env
+		cfg.StateDir = tt.cfg
+		if got, _ := stateDirPath(tt.flag, &cfg, getenv); got != tt.want {
+			t.Errorf("stateDirPath(%q, env %q, config %q) = %q, want %q", tt.flag, tt.env, tt.cfg, got, tt.want)
+		}
+	}
+}
+
+// TestStateDirRefused: a state dir open to others, or a file, is refused
+// with the path and the fix; a missing one is created 0700.
+func TestStateDirRefused(t *testing.T) {
+	e := newTestEnv(t, "")
+	open := filepath.Join(e.dir, "open")
+	os.Mkdir(open, 0o755)
+	r := e.run(bashReq("true", ""), "-state-dir", open)
+	want := `bashcall: error: state dir "` + open + `" is group or other accessible (mode 0755)` + "\nhint: chmod 700 \"" + open + "\"\n"
+	if r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+	}
+	r = e.run(bashReq("true", ""))
+	if fi, err := os.Stat(e.stateDir); r.code != 0 || err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("new state dir: exit %d, mode %v, %v", r.code, fi.Mode(), err)
+	}
+}

@@ -1,0 +1,198 @@
+package main
+
+// Escalation and standing modes (PROTOCOL.md section 7).
+//
+// An escalating call is decided, in this order, by [approval] policy =
+// "never" (rejected), the request's "approval" (set by the host after asking
+// a person), the [approval] command, and otherwise answered with
+// approvalRequired. A grant covers the one call that asked and is never
+// stored. A session's standing mode is stored in the state dir, which no
+// sandboxed command can write.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// approve decides an escalation; nil means allowed once.
+func (inv *invocation) approve(req *request, a *bashArgs, resp *response) error {
+	var answer string
+	switch {
+	case inv.cfg.Approval.Policy == "never":
+		answer = approvalRejected
+	case req.Approval != "":
+		answer = req.Approval
+	case len(inv.cfg.Approval.Command) > 0:
+		var err error
+		if answer, err = inv.askApprover(req.Raw); err != nil {
+			return err
+		}
+	}
+	switch answer {
+	case approvalAllowed:
+		return nil
+	case approvalRejected:
+		return toolErrorf("the user rejected escalating this command to %q", a.Escalate)
+	case approvalCancelled:
+		return toolErrorf("approval for escalating to %q was cancelled", a.Escalate)
+	}
+	resp.ApprovalRequired = &approvalRequired{Mode: a.Escalate, Justification: a.Justification,
+		Command: a.Command, Reason: "escalate sandbox to " + a.Escalate + ": " + a.Justification}
+	return toolErrorf("sandbox escalation to %q requires approval, but no approval channel is available", a.Escalate)
+}
+
+// askApprover runs the [approval] command with the request on stdin and
+// reads one word. A failure, a hang past timeout_ms or any other answer
+// is no answer (""). An abort stops it and aborts the call.
+func (inv *invocation) askApprover(request []byte) (string, error) {
+	argv := inv.cfg.Approval.Command
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var out bytes.Buffer
+	cmd.Stdin = bytes.NewReader(request)
+	cmd.Stdout = &limitedWriter{w: &out, n: 4096}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return "", nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	timer := time.NewTimer(time.Duration(inv.cfg.TimeoutMs) * time.Millisecond)
+	defer timer.Stop()
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers of the approver
+	select {
+	case err := <-done:
+		if err != nil {
+			return "", nil
+		}
+		return strings.TrimSpace(out.String()), nil
+	case <-timer.C:
+	case <-inv.abort:
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return "", toolErrorf("command aborted")
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	return "", nil
+}
+
+// limitedWriter keeps the first n bytes and discards the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(l.n, len(p))
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}
+
+// sessionDir is the state dir's directory of one owner key.
+func (inv *invocation) sessionDir(key string) string {
+	if key == "" {
+		key = "none"
+	}
+	return filepath.Join(inv.stateDir, "sessions", key)
+}
+
+// standingMode is the session's stored mode, else the configured default.
+func (inv *invocation) standingMode(sessionID string) string {
+	if sessionID != "" {
+		b, err := os.ReadFile(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "mode"))
+		if m := strings.TrimSpace(string(b)); err == nil && validMode(m) {
+			return m
+		}
+	}
+	return inv.cfg.Sandbox.Mode
+}
+
+// setStandingMode stores (or, for "", clears) a session's mode.
+func (inv *invocation) setStandingMode(sessionID, mode string) error {
+	dir, err := inv.ensureSessionDir(ownerKey(sessionID))
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(dir, "mode")
+	if mode == "" {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return writeFileAtomic(p, []byte(mode+"\n"))
+}
+
+// ensureSessionDir creates the private directories of one owner key.
+func (inv *invocation) ensureSessionDir(key string) (string, error) {
+	if _, err := privateDir(inv.stateDir, "sessions"); err != nil {
+		return "", err
+	}
+	dir := inv.sessionDir(key)
+	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending")} {
+		if _, err := privateDir(d); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// sandboxCache is a private cache directory for a session's commands in
+// workspace-write mode ($XDG_CACHE_HOME/bashcall/<session>): build tools
+// that cache under $XDG_CACHE_HOME (go build, pip, ...) get somewhere to
+// write without the user's real caches becoming writable. "" when there
+// is no cache home.
+func (inv *invocation) sandboxCache(sessionID string) string {
+	base := inv.getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home := inv.getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	key := "default"
+	if sessionID != "" {
+		sum := sha256.Sum256([]byte("bashcall-cache\x00" + sessionID))
+		key = hex.EncodeToString(sum[:8])
+	}
+	dir := filepath.Join(base, "bashcall", key)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return canonicalOr(dir)
+}
+
+// writeFileAtomic writes data to p through a private temporary file and a
+// rename, so that readers see the old content or the new, never a part.
+func writeFileAtomic(p string, data []byte) error {
+	f, tmp, err := createPrivate(filepath.Dir(p), "tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %q: %w", p, err)
+	}
+	return nil
+}

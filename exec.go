@@ -1,0 +1,302 @@
+package main
+
+// Starting, supervising, timing out and reaping one command.
+//
+// The command is the leader of a new session, so of its own process group,
+// with stdin /dev/null and no controlling terminal. Stopping it is a ladder:
+// SIGTERM to the group, then, grace later, SIGKILL to the group and to every
+// descendant, including those that left the group (setsid, double fork):
+// a process that runs commands is a child subreaper, so those are adopted
+// by it and found in /proc. After the leader exits, output pipes still held
+// by descendants get at most grace to close; whatever is left of the tree
+// is then killed, so a finished call leaves nothing running.
+
+import (
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// runSpec is one command to run to completion.
+type runSpec struct {
+	Argv    []string // Argv[0] is an absolute path
+	Dir     string
+	Env     []string
+	Stdout  io.Writer // must not block for long
+	Stderr  io.Writer
+	Timeout time.Duration // 0: none
+	Grace   time.Duration
+	// Abort delivers stop requests: the first runs the ladder, a second
+	// kills at once.
+	Abort <-chan os.Signal
+	// Launcher says Argv goes through the sandbox launcher, whose status
+	// pipe becomes descriptor 3.
+	Launcher bool
+	// Subreaper says this process is a subreaper that runs only this
+	// command, so every descendant of it belongs to the command.
+	Subreaper bool
+	// Started, when set, learns the leader's pid as soon as it exists.
+	Started func(pid int)
+}
+
+// runOutcome is how a command ended.
+type runOutcome struct {
+	ExitCode      int // meaningful when Signal == 0
+	Signal        syscall.Signal
+	TimedOut      bool
+	Aborted       bool
+	RunnerFailure string // the launcher could not confine the command
+}
+
+// errStart marks a command that could not be started at all.
+type errStart struct{ err error }
+
+func (e *errStart) Error() string { return e.err.Error() }
+func (e *errStart) Unwrap() error { return e.err }
+
+// runCommand runs spec and returns once the command and every process it
+// left behind are gone and its output is collected.
+func runCommand(spec *runSpec) (*runOutcome, error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, err
+	}
+	defer devnull.Close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	child := []*os.File{devnull, outW, errW}
+	var statusR *os.File
+	if spec.Launcher {
+		var statusW *os.File
+		if statusR, statusW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		defer statusR.Close()
+		child = append(child, statusW)
+	}
+	growPipe(outR)
+	growPipe(errR)
+	fds := make([]uintptr, len(child))
+	for i, f := range child {
+		fds[i] = f.Fd()
+	}
+	pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
+		Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: childSysProcAttr(),
+	})
+	for _, f := range child[1:] {
+		f.Close()
+	}
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, &errStart{err}
+	}
+	if spec.Started != nil {
+		spec.Started(pid)
+	}
+	r := &execution{spec: spec, pid: pid, outDone: pump(outR, spec.Stdout), errDone: pump(errR, spec.Stderr)}
+	out := r.supervise()
+	outR.Close()
+	errR.Close()
+	<-r.outDone
+	<-r.errDone
+	if statusR != nil {
+		if err := readLauncherStatus(statusR, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readLauncherStatus reads the launcher's verdict: nothing when the exec
+// succeeded, "S<detail>" when confinement failed, "E<detail>" when the
+// shell could not be executed.
+func readLauncherStatus(r *os.File, out *runOutcome) error {
+	b, _ := io.ReadAll(io.LimitReader(r, 4096))
+	msg := strings.TrimSpace(string(b))
+	switch {
+	case msg == "":
+	case msg[0] == 'S':
+		out.RunnerFailure = validText([]byte(msg[1:]))
+	default:
+		return &errStart{errors.New(validText([]byte(msg[1:])))}
+	}
+	return nil
+}
+
+// pump copies r into w until EOF or until r is closed.
+func pump(r *os.File, w io.Writer) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// execution is the state of one supervised command.
+type execution struct {
+	spec             *runSpec
+	pid              int
+	outDone, errDone <-chan struct{}
+	killAt           <-chan time.Time // the SIGKILL step of the ladder
+	stopping         bool
+	reaped           bool // the leader's pid may since belong to another process
+}
+
+// supervise waits for the leader, runs the ladder on timeout or abort,
+// bounds the drain of the pipes and clears what is left of the tree.
+func (r *execution) supervise() *runOutcome {
+	out := &runOutcome{}
+	exited := make(chan syscall.WaitStatus, 1)
+	go func() {
+		var ws syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(r.pid, &ws, 0, nil)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		exited <- ws
+	}()
+	var timeout <-chan time.Time
+	if r.spec.Timeout > 0 {
+		t := time.NewTimer(r.spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var ws syscall.WaitStatus
+	for !r.reaped {
+		select {
+		case ws = <-exited:
+			r.reaped = true
+		case <-timeout:
+			out.TimedOut = true
+			r.stop()
+		case <-r.spec.Abort:
+			out.Aborted = out.Aborted || !out.TimedOut
+			r.abort()
+		case <-r.killAt:
+			r.kill()
+		}
+	}
+	switch {
+	case ws.Signaled():
+		out.Signal = ws.Signal()
+	case ws.Exited():
+		out.ExitCode = ws.ExitStatus()
+	}
+	r.drain()
+	if r.spec.Subreaper {
+		reapOrphans(r.spec.Grace) // finds nothing to kill in the common case
+	} else {
+		r.kill()
+	}
+	return out
+}
+
+// stop starts the ladder: SIGTERM to the group now, SIGKILL after grace.
+func (r *execution) stop() {
+	if r.stopping {
+		return
+	}
+	r.stopping = true
+	syscall.Kill(-r.pid, syscall.SIGTERM)
+	r.killAt = time.After(r.spec.Grace)
+}
+
+// abort is stop the first time and kill after that.
+func (r *execution) abort() {
+	if r.stopping {
+		r.kill()
+		return
+	}
+	r.stop()
+}
+
+// drain waits for both pipes to reach EOF, at most grace after the leader
+// exited; the ladder and further aborts go on meanwhile.
+func (r *execution) drain() {
+	deadline := time.NewTimer(r.spec.Grace)
+	defer deadline.Stop()
+	outDone, errDone := r.outDone, r.errDone
+	for outDone != nil || errDone != nil {
+		select {
+		case <-outDone:
+			outDone = nil
+		case <-errDone:
+			errDone = nil
+		case <-r.killAt:
+			r.kill()
+		case <-r.spec.Abort:
+			r.kill()
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// kill sends SIGKILL to the group and to every descendant that escaped it.
+// Once the leader is reaped its pid could be reused, so the group is then
+// reached only through the tree, whose members are checked one by one.
+func (r *execution) kill() {
+	r.killAt = nil
+	if !r.reaped || !r.spec.Subreaper {
+		syscall.Kill(-r.pid, syscall.SIGKILL)
+	}
+	if r.spec.Subreaper {
+		killTree(os.Getpid())
+	} else if !r.reaped {
+		killTree(r.pid)
+	}
+}
+
+// killTree sends SIGKILL to every live descendant of root.
+func killTree(root int) {
+	for pid, start := range descendants(scanProcs(), root) {
+		signalProcess(pid, start, syscall.SIGKILL)
+	}
+}
+
+// reapOrphans reaps every child this subreaper has, killing the live ones,
+// for at most bound. wait4 answering ECHILD means no descendant is left:
+// every survivor of a dead parent is re-parented here.
+func reapOrphans(bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for {
+		for {
+			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+			if err == syscall.ECHILD {
+				return
+			}
+			if pid <= 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		killTree(os.Getpid())
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,161 @@
+// Command bashcall runs one model tool call of a bash command under a
+// Landlock sandbox and answers with one JSON response.
+//
+// A host hands it a call on stdin (or through a spool directory) and reads
+// the response on stdout. Background tasks live in a private state
+// directory, so that later, separate invocations can read, wait on, list
+// and kill them. The contract is PROTOCOL.md; README.md explains the rest.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() {
+	os.Exit(exitCode(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+}
+
+const usage = `Usage:
+    bashcall [-config FILE] [-state-dir DIR] [-text] < call.json
+    bashcall serve -spool DIR [-workers N] [-once]
+    bashcall schema [-format mcp|openai]
+    bashcall prompt
+    bashcall mode -session ID [MODE]
+    bashcall gc [-older-than DURATION]
+    bashcall version
+
+Every subcommand also takes -config FILE and -state-dir DIR after its name.
+
+Examples:
+    $ echo '{"name":"bash","arguments":{"command":"echo hi","description":"Say hi"}}' | bashcall
+    $ echo '{"name":"bash","arguments":{"command":"ls","description":"List files"}}' | bashcall -text
+    $ bashcall schema -format openai > tools.json
+    $ bashcall mode -session sess-A read-only
+    $ bashcall serve -spool /var/spool/bashcall -workers 8
+    $ bashcall gc -older-than 1h
+
+Exit status: 0 when a response was written (whatever its isError), 2 for a
+usage error or a request that cannot be parsed, 1 for an internal failure.
+`
+
+// usageError is a command line the user got wrong (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// errLauncher ends a launcher that could not exec the command; the reason
+// is already on its status pipe.
+var errLauncher = errors.New("launcher failed")
+
+// errResponded ends an invocation whose request was invalid: the error
+// response is written, only the exit status is left to give.
+var errResponded = errors.New("invalid request")
+
+// exitCode prints err once and maps it to an exit status.
+func exitCode(err error, stderr io.Writer) int {
+	var ue usageError
+	var he *hintError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errLauncher):
+		return 125
+	case errors.Is(err, errResponded):
+		return 2
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "bashcall: %v\nRun 'bashcall -h' for usage.\n", err)
+		return 2
+	case errors.As(err, &he):
+		fmt.Fprintf(stderr, "bashcall: error: %v\nhint: %s\n", err, he.hint)
+		return 1
+	}
+	fmt.Fprintf(stderr, "bashcall: error: %v\n", err)
+	return 1
+}
+
+// run dispatches to a subcommand; without one it answers a call on stdin.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case launcherArg:
+			return runLauncher(args[1:])
+		case supervisorArg:
+			return runSupervisor(args[1:], stdin, stdout)
+		case "serve":
+			return runServe(args[1:], stdout, stderr)
+		case "schema":
+			return runSchema(args[1:], stdout, stderr)
+		case "prompt":
+			return runPrompt(args[1:], stdout, stderr)
+		case "mode":
+			return runMode(args[1:], stdout, stderr)
+		case "gc":
+			return runGC(args[1:], stdout, stderr)
+		case "version":
+			return runVersion(args[1:], stdout, stderr)
+		case "help":
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+	}
+	return runCall(args, stdin, stdout, stderr)
+}
+
+// commonFlags are the flags every subcommand takes.
+type commonFlags struct {
+	config   string
+	stateDir string
+}
+
+// newFlagSet returns a flag set for one subcommand, with -config and
+// -state-dir, printing the usage on -h.
+func newFlagSet(name string, stderr io.Writer, c *commonFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.StringVar(&c.config, "config", "", "read the configuration from `FILE`")
+	fs.StringVar(&c.stateDir, "state-dir", "", "keep tasks and spill files in `DIR`")
+	return fs
+}
+
+// parseFlags parses args and refuses stray arguments beyond maxArgs.
+func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > maxArgs {
+		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), strings.Join(fs.Args()[maxArgs:], " "))}
+	}
+	return nil
+}
+
+// loadSettings resolves the config and, when wantState, the checked state
+// dir, for a subcommand.
+func loadSettings(c *commonFlags, wantState bool) (*invocation, error) {
+	inv := &invocation{environ: os.Environ(), getenv: os.Getenv}
+	cfg, err := loadConfig(configPath(c.config, inv.getenv))
+	if err != nil {
+		return nil, usageError{err}
+	}
+	inv.cfg = cfg
+	if !wantState {
+		return inv, nil
+	}
+	dir, err := stateDirPath(c.stateDir, &inv.cfg, inv.getenv)
+	if err != nil {
+		return nil, err
+	}
+	if inv.stateDir, err = openStateDir(dir); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}

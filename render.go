@@ -1,0 +1,292 @@
+package main
+
+// Model-facing text and UI cards (PROTOCOL.md sections 3 and 4).
+//
+// Everything here is pure: values in, strings out. Each marker is spelled
+// once, below, and every text shape has a golden file under testdata/.
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Markers and fixed texts of PROTOCOL.md section 4.
+const (
+	textNoOutput    = "(no output)"
+	textNoNewOutput = "(no new output)"
+	textNoTasks     = "(no background tasks)"
+	textUnavailable = "(unavailable)"
+	markerStderr    = "[stderr]\n"
+	markerEscalate  = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
+)
+
+func markerTruncated(path string) string { return "[output truncated; full output: " + path + "]" }
+func markerDenied(mode string) string    { return "[sandbox: file access denied under " + mode + " mode]" }
+func markerTimedOut(ms int64) string     { return "[timed out after " + strconv.FormatInt(ms, 10) + "ms]" }
+func markerSignal(name string) string    { return "[killed by signal: " + name + "]" }
+func markerExit(code int) string         { return "[exit code: " + strconv.Itoa(code) + "]" }
+func markerDropped(paths string) string {
+	return "[some output was dropped from memory; full output: " + paths + "]"
+}
+func markerRunnerFailed(mode string) string {
+	return "[sandbox: the sandbox runner itself failed under " + mode + " mode — the command did not run; this is a sandbox problem, not a command failure]"
+}
+
+// streamResult is one collected stream of a foreground run.
+type streamResult struct {
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated"`
+	SpillPath string `json:"spillPath,omitempty"`
+}
+
+// sandboxFacts are the facts a confined (or unconfined) run executed under.
+// A key that does not apply is absent, not false (PROTOCOL.md section 3).
+type sandboxFacts struct {
+	Mode         string `json:"mode"`
+	Denied       bool   `json:"denied"`
+	Enforcement  string `json:"enforcement,omitempty"`
+	Scoped       bool   `json:"scoped,omitempty"`
+	RunnerFailed bool   `json:"runnerFailed,omitempty"`
+}
+
+// foregroundResult is the structuredContent of a foreground run.
+type foregroundResult struct {
+	Kind      string        `json:"kind"`
+	ExitCode  *int          `json:"exitCode"`
+	Signal    *string       `json:"signal"`
+	TimedOut  bool          `json:"timedOut"`
+	Aborted   bool          `json:"aborted"`
+	TimeoutMs int64         `json:"timeoutMs"`
+	Stdout    streamResult  `json:"stdout"`
+	Stderr    streamResult  `json:"stderr"`
+	Sandbox   *sandboxFacts `json:"sandbox,omitempty"`
+}
+
+// streamText is a stream's tail followed, when truncated, by its marker.
+// The newline before the marker is always added, as the seeds specify.
+func streamText(s streamResult) string {
+	if !s.Truncated {
+		return s.Text
+	}
+	path := s.SpillPath
+	if path == "" {
+		path = textUnavailable
+	}
+	return s.Text + "\n" + markerTruncated(path)
+}
+
+// joinStreams puts stderr in a "[stderr]" section after stdout, with a
+// newline between them only when stdout does not end in one.
+func joinStreams(out, errText string) string {
+	if errText == "" {
+		return out
+	}
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return out + markerStderr + errText
+}
+
+// appendLines adds each line after body, one per line, with no newline
+// after the last.
+func appendLines(body string, lines []string) string {
+	if len(lines) == 0 {
+		return body
+	}
+	if body != "" && !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	return body + strings.Join(lines, "\n")
+}
+
+// renderForeground is the model-facing text of a foreground run.
+func renderForeground(r *foregroundResult, escalation bool) string {
+	body := joinStreams(streamText(r.Stdout), streamText(r.Stderr))
+	if body == "" {
+		body = textNoOutput
+	}
+	var markers []string
+	if r.Sandbox != nil && r.Sandbox.Denied {
+		markers = append(markers, markerDenied(r.Sandbox.Mode))
+		if escalation {
+			markers = append(markers, markerEscalate)
+		}
+	}
+	if r.TimedOut {
+		markers = append(markers, markerTimedOut(r.TimeoutMs))
+	}
+	switch {
+	case r.Signal != nil:
+		markers = append(markers, markerSignal(*r.Signal))
+	case r.ExitCode != nil && *r.ExitCode != 0:
+		markers = append(markers, markerExit(*r.ExitCode))
+	}
+	return appendLines(body, markers)
+}
+
+// taskStatus is a background task's state as the model sees it.
+type taskStatus struct {
+	State    string // "running", "completed" or "killed"
+	ExitCode int    // for completed
+	Signal   string // for killed, "" when unknown
+}
+
+// String is the status as it appears inside "[status: …]".
+func (s taskStatus) String() string {
+	switch s.State {
+	case stateCompleted:
+		return "completed, exit code: " + strconv.Itoa(s.ExitCode)
+	case stateKilled:
+		if s.Signal != "" {
+			return "killed by " + s.Signal
+		}
+		return "killed"
+	}
+	return s.State
+}
+
+// taskRead is what one bash_output call found.
+type taskRead struct {
+	Stdout, Stderr string
+	Lossy          bool
+	FullPaths      []string // complete copies that still exist
+	Status         taskStatus
+	Sandbox        *sandboxFacts // set once settled
+}
+
+// renderTaskRead is the model-facing text of bash_output.
+func renderTaskRead(r *taskRead, escalation bool) string {
+	body := joinStreams(r.Stdout, r.Stderr)
+	if body == "" {
+		body = textNoNewOutput
+	}
+	var lines []string
+	if r.Lossy {
+		paths := strings.Join(r.FullPaths, ", ")
+		if paths == "" {
+			paths = textUnavailable
+		}
+		lines = append(lines, markerDropped(paths))
+	}
+	if sb := r.Sandbox; sb != nil && r.Status.State != stateRunning {
+		switch {
+		case sb.RunnerFailed:
+			lines = append(lines, markerRunnerFailed(sb.Mode))
+		case sb.Denied:
+			lines = append(lines, markerDenied(sb.Mode))
+			if escalation {
+				lines = append(lines, markerEscalate)
+			}
+		}
+	}
+	lines = append(lines, "[status: "+r.Status.String()+"]")
+	return appendLines(body, lines)
+}
+
+// Texts of the other task tools.
+
+func textStarted(id string) string     { return "started background task " + id }
+func textKilled(id string) string      { return "killed background task " + id }
+func textAlreadyDone(id string) string { return "task " + id + " had already finished" }
+func textNotice(id string, s taskStatus) string {
+	return "background bash task " + id + " finished " + s.String() + ". Read its output with bash_output."
+}
+
+// listEntry is one line of bash_list.
+type listEntry struct {
+	ID      string
+	Status  taskStatus
+	Command string
+}
+
+// renderList is the model-facing text of bash_list.
+func renderList(entries []listEntry) string {
+	if len(entries) == 0 {
+		return textNoTasks
+	}
+	lines := make([]string, len(entries))
+	for i, e := range entries {
+		lines[i] = e.ID + " " + e.Status.String() + " — " + e.Command
+	}
+	return strings.Join(lines, "\n")
+}
+
+// presentation holds the UI cards of the seeds' "UI presentation" section.
+type presentation struct {
+	Call   *card `json:"call,omitempty"`
+	Result *card `json:"result,omitempty"`
+}
+
+type card struct {
+	Card        string        `json:"card"`
+	Title       string        `json:"title,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Cwd         string        `json:"cwd,omitempty"`
+	Kind        string        `json:"kind,omitempty"`
+	RawInput    string        `json:"rawInput,omitempty"`
+	Content     []textContent `json:"content,omitempty"`
+	Output      *string       `json:"output,omitempty"`
+	ExitCode    *int          `json:"exitCode,omitempty"`
+	Signal      string        `json:"signal,omitempty"`
+}
+
+// callCard is the card for a call, or nil when its arguments are unusable.
+func callCard(tool string, args map[string]json.RawMessage) *card {
+	str := func(k string) string { s, _, _ := argString(args, k); return s }
+	switch tool {
+	case toolBash:
+		if str("command") == "" {
+			return nil
+		}
+		if bg, _, _ := argBool(args, "run_in_background"); bg {
+			return &card{Card: "generic", Title: str("command"), Kind: "execute", RawInput: str("command"),
+				Content: []textContent{{Type: "text", Text: str("description")}}}
+		}
+		return &card{Card: "terminal", Title: str("command"), Description: str("description"), Cwd: str("workdir")}
+	case toolOutput, toolKill:
+		id := str("task_id")
+		if id == "" {
+			return nil
+		}
+		if tool == toolKill {
+			return &card{Card: "generic", Title: "Kill background task " + id, Kind: "execute", RawInput: id}
+		}
+		return &card{Card: "generic", Title: "Read output from background task " + id, Kind: "read", RawInput: id}
+	case toolList:
+		return &card{Card: "generic", Title: "List background tasks", Kind: "read"}
+	}
+	return nil
+}
+
+// terminalCard parses the exit status off a foreground text: the
+// "[killed by signal: X]" marker first, then "[exit code: N]"; the matched
+// marker leaves the output, and neither means exit code 0.
+func terminalCard(text string) *card {
+	c := &card{Card: "terminal"}
+	body := text
+	if i := strings.LastIndex(text, "\n[killed by signal: "); i >= 0 && strings.HasSuffix(text, "]") {
+		name := text[i+len("\n[killed by signal: ") : len(text)-1]
+		if name != "" && !strings.ContainsAny(name, "]\n") {
+			c.Signal, body = name, text[:i]
+		}
+	}
+	if c.Signal == "" {
+		code := 0
+		if i := strings.LastIndex(text, "\n[exit code: "); i >= 0 && strings.HasSuffix(text, "]") {
+			digits := text[i+len("\n[exit code: ") : len(text)-1]
+			if n, err := strconv.Atoi(digits); err == nil && digits != "" && strings.Trim(digits, "0123456789") == "" {
+				code, body = n, text[:i]
+			}
+		}
+		c.ExitCode = &code
+	}
+	c.Output = &body
+	return c
+}
+
+// genericCard fences a text as console output.
+func genericCard(text string) *card {
+	return &card{Card: "generic", Content: []textContent{{Type: "text",
+		Text: "```console\n" + strings.TrimRight(text, "\n") + "\n```"}}}
+}

@@ -1,0 +1,265 @@
+package main
+
+// Sandbox policy, independent of the kernel: modes, the Landlock ABI table,
+// the rules a mode needs, the denial classifier and escalation.
+//
+// Landlock is an allow-list. Every mode lets the command read and execute
+// everywhere; read-only lets it write only /dev/null; workspace-write also
+// lets it write the session workspace, /tmp and [sandbox] writable_roots.
+// Because a rule on a directory covers everything beneath it, nothing below
+// a writable root can be carved out again: a call whose writable roots would
+// contain the state dir, the spool dir or the config file is refused rather
+// than run with bashcall's own state exposed to the command.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// launcherArg is the hidden first argument that selects the launcher.
+const launcherArg = "__launch"
+
+// launcherStatusFD is the descriptor of the launcher's status pipe. The
+// launcher marks it close-on-exec, so a successful exec closes it with
+// nothing written, and nothing the command does can write to it.
+const launcherStatusFD = 3
+
+// Sandbox modes, narrowest first.
+const (
+	modeReadOnly       = "read-only"
+	modeWorkspaceWrite = "workspace-write"
+	modeFullAccess     = "danger-full-access"
+)
+
+var modes = []string{modeReadOnly, modeWorkspaceWrite, modeFullAccess}
+
+func validMode(m string) bool { return modeRank(m) >= 0 }
+
+// modeRank orders the modes by what they allow; -1 for an unknown mode.
+func modeRank(m string) int {
+	for i, x := range modes {
+		if x == m {
+			return i
+		}
+	}
+	return -1
+}
+
+// strictlyWider reports whether target allows strictly more than current.
+// An unknown current mode is never widened.
+func strictlyWider(target, current string) bool {
+	return modeRank(current) >= 0 && modeRank(target) > modeRank(current)
+}
+
+// accessFS is a set of Landlock filesystem rights (include/uapi/linux/landlock.h,
+// LANDLOCK_ACCESS_FS_*). The values are pinned to x/sys in a test.
+type accessFS uint64
+
+const (
+	accessExecute accessFS = 1 << iota
+	accessWriteFile
+	accessReadFile
+	accessReadDir
+	accessRemoveDir
+	accessRemoveFile
+	accessMakeChar
+	accessMakeDir
+	accessMakeReg
+	accessMakeSock
+	accessMakeFifo
+	accessMakeBlock
+	accessMakeSym
+	accessRefer
+	accessTruncate
+	accessIoctlDev
+)
+
+// Landlock scopes (LANDLOCK_SCOPE_*), from ABI 6.
+const (
+	scopeAbstractUnixSocket uint64 = 1 << iota
+	scopeSignal
+)
+
+const (
+	// accessABI1 is every right Landlock ABI 1 governs.
+	accessABI1 = accessExecute | accessWriteFile | accessReadFile | accessReadDir |
+		accessRemoveDir | accessRemoveFile | accessMakeChar | accessMakeDir |
+		accessMakeReg | accessMakeSock | accessMakeFifo | accessMakeBlock | accessMakeSym
+	// accessRead is what every mode grants on "/".
+	accessRead = accessExecute | accessReadFile | accessReadDir
+	// accessFile is what a rule on a non-directory may hold.
+	accessFile = accessExecute | accessWriteFile | accessReadFile | accessTruncate | accessIoctlDev
+)
+
+// abiInfo is what one Landlock ABI version governs.
+type abiInfo struct {
+	fs     accessFS
+	scoped uint64
+}
+
+// abiVersions is indexed by ABI version; see the kernel's
+// Documentation/userspace-api/landlock.rst, "Previous limitations".
+var abiVersions = []abiInfo{
+	0: {},
+	1: {fs: accessABI1},
+	2: {fs: accessABI1 | accessRefer},
+	3: {fs: accessABI1 | accessRefer | accessTruncate},
+	4: {fs: accessABI1 | accessRefer | accessTruncate}, // adds TCP rights only
+	5: {fs: accessABI1 | accessRefer | accessTruncate | accessIoctlDev},
+	6: {fs: accessABI1 | accessRefer | accessTruncate | accessIoctlDev, scoped: scopeAbstractUnixSocket | scopeSignal},
+	7: {fs: accessABI1 | accessRefer | accessTruncate | accessIoctlDev, scoped: scopeAbstractUnixSocket | scopeSignal}, // adds audit logging only
+}
+
+// abiSupport clamps a probed ABI to the newest version bashcall knows.
+func abiSupport(abi int) abiInfo {
+	if abi < 0 {
+		abi = 0
+	}
+	return abiVersions[min(abi, len(abiVersions)-1)]
+}
+
+// enforcement says whether the kernel governs every right a confined mode
+// needs: truncation (ABI 3) and device ioctls (ABI 5) included.
+func enforcement(abi int) string {
+	if abiSupport(abi).fs == abiVersions[len(abiVersions)-1].fs {
+		return "full"
+	}
+	return "partial"
+}
+
+// scoped reports whether signals and abstract unix sockets are scoped.
+func scoped(abi int) bool {
+	want := scopeAbstractUnixSocket | scopeSignal
+	return abiSupport(abi).scoped&want == want
+}
+
+// landlockRule grants access beneath one path.
+type landlockRule struct {
+	Path   string
+	Access accessFS
+}
+
+// rulesetPlan is what the launcher asks the kernel for.
+type rulesetPlan struct {
+	Handled accessFS
+	Scoped  uint64
+	Rules   []landlockRule
+}
+
+// planRuleset is the ruleset for a confined run at a given ABI: read and
+// execute beneath "/", every governed right beneath each writable path.
+func planRuleset(writable []string, abi int) rulesetPlan {
+	sup := abiSupport(abi)
+	p := rulesetPlan{Handled: sup.fs, Scoped: sup.scoped}
+	p.Rules = append(p.Rules, landlockRule{Path: "/", Access: accessRead & sup.fs})
+	for _, w := range writable {
+		p.Rules = append(p.Rules, landlockRule{Path: w, Access: sup.fs})
+	}
+	return p
+}
+
+// ruleAccess keeps only file rights in a rule on a non-directory, which the
+// kernel otherwise rejects with EINVAL.
+func ruleAccess(a accessFS, isDir bool) accessFS {
+	if isDir {
+		return a
+	}
+	return a & accessFile
+}
+
+// sandboxPlan is how one call is confined.
+type sandboxPlan struct {
+	Mode     string
+	Writable []string // canonical paths, for the launcher
+	Scope    bool     // scope signals and abstract sockets
+	Facts    sandboxFacts
+}
+
+// confined reports whether the plan runs the command through the launcher.
+func (p *sandboxPlan) confined() bool { return p.Mode != modeFullAccess }
+
+// errNoLandlock is the reason a confined mode cannot be enforced.
+var errNoLandlock = errors.New("landlock is not supported by this kernel or not enabled at boot time")
+
+// sandboxUnavailable is the contract's fail-closed error.
+func sandboxUnavailable(mode, runnerFailure string) error {
+	msg := fmt.Sprintf("sandbox mode %q is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. Use a Linux kernel with Landlock enabled, or set the mode to danger-full-access.", mode)
+	if runnerFailure != "" {
+		msg += " Runner failure: " + runnerFailure
+	}
+	return &toolError{msg}
+}
+
+// planSandbox decides how a call in mode runs. abi is the probed Landlock
+// ABI (0 with probeErr when there is none); workspace is the canonical
+// session workspace; protected are paths the command must never be able
+// to write (the state dir, the spool dir, the config file).
+func planSandbox(mode, workspace string, roots, protected []string, abi int, probeErr error) (*sandboxPlan, error) {
+	p := &sandboxPlan{Mode: mode, Facts: sandboxFacts{Mode: mode}}
+	if mode == modeFullAccess {
+		return p, nil
+	}
+	if probeErr != nil || abi < 1 {
+		return nil, sandboxUnavailable(mode, "")
+	}
+	var dirs []string
+	if mode == modeWorkspaceWrite {
+		dirs = append(dirs, workspace, canonicalOr("/tmp"))
+		for _, r := range roots {
+			dirs = append(dirs, canonicalOr(r))
+		}
+	}
+	p.Writable = append(append(p.Writable, writableDevices...), dirs...)
+	for _, w := range dirs {
+		for _, q := range protected {
+			if q != "" && (within(q, w) || within(w, q)) {
+				return nil, toolErrorf("refusing to run under %s: the writable path %q overlaps %q, which a sandboxed command must not be able to change; move bashcall's state dir, spool dir and config file outside the workspace, /tmp and [sandbox] writable_roots", mode, w, q)
+			}
+		}
+	}
+	p.Scope = scoped(abi)
+	p.Facts.Enforcement = enforcement(abi)
+	p.Facts.Scoped = p.Scope
+	return p, nil
+}
+
+// writableDevices are writable in every confined mode. /dev/tty is among
+// them because a command has no controlling terminal: opening it fails
+// with ENXIO ("No such device or address"), which is the truth, where a
+// Landlock denial would send the model after a wider sandbox mode.
+var writableDevices = []string{"/dev/null", "/dev/tty"}
+
+// canonicalOr resolves symlinks in p, or returns it cleaned when it does not
+// resolve (a writable root that does not exist yet grants nothing).
+func canonicalOr(p string) string {
+	if c, err := filepath.EvalSymlinks(p); err == nil {
+		return c
+	}
+	return filepath.Clean(p)
+}
+
+// within reports whether p is dir or lies beneath it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// denialSignatures are the stderr texts of a file-permission failure.
+var denialSignatures = []string{"permission denied", "read-only file system", "operation not permitted"}
+
+// classifyDenied reports a sandbox denial: a non-zero exit (not a signal)
+// under a confined mode whose stderr carries a file-permission signature.
+func classifyDenied(mode string, exitCode *int, stderrTail string) bool {
+	if mode == modeFullAccess || exitCode == nil || *exitCode == 0 {
+		return false
+	}
+	lower := strings.ToLower(stderrTail)
+	for _, s := range denialSignatures {
+		if strings.Contains(lower, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,170 @@
+package main
+
+// Landlock through raw system calls, and the launcher: a re-executed
+// bashcall that confines itself and execs the shell, so that the long-lived
+// bashcall process is never restricted.
+//
+// Kernel documentation: https://docs.kernel.org/userspace-api/landlock.html
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// rulesetAttr mirrors struct landlock_ruleset_attr up to ABI 7.
+type rulesetAttr struct {
+	handledAccessFS  uint64
+	handledAccessNet uint64
+	scoped           uint64
+}
+
+// size is how much of the struct the kernel of this ABI knows: older
+// kernels reject a larger struct whose extra fields are not zero.
+func (a *rulesetAttr) size(abi int) uintptr {
+	switch {
+	case abi >= 6:
+		return 24
+	case abi >= 4:
+		return 16
+	}
+	return 8
+}
+
+// pathBeneathAttr mirrors struct landlock_path_beneath_attr, which the
+// kernel declares packed.
+type pathBeneathAttr struct {
+	allowedAccess uint64
+	parentFD      int32
+}
+
+// landlockCreateRuleset wraps landlock_create_ruleset(2).
+func landlockCreateRuleset(attr *rulesetAttr, size uintptr, flags uint) (int, error) {
+	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(attr)), size, uintptr(flags))
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(fd), nil
+}
+
+// landlockAddRule wraps landlock_add_rule(2) for LANDLOCK_RULE_PATH_BENEATH.
+func landlockAddRule(rulesetFD int, attr *pathBeneathAttr) error {
+	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFD), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(attr)), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// landlockRestrictSelf wraps landlock_restrict_self(2).
+func landlockRestrictSelf(rulesetFD int, flags uint) error {
+	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), uintptr(flags), 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// landlockABI probes the kernel's Landlock ABI version.
+func landlockABI() (int, error) {
+	v, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if err != nil {
+		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+			return 0, errNoLandlock
+		}
+		return 0, fmt.Errorf("probing landlock: %w", err)
+	}
+	return v, nil
+}
+
+// runLauncher is bashcall re-executed as "__launch [-w PATH]... -- ARGV...":
+// it confines itself to the plan and execs ARGV. A failure is written to
+// the status pipe ("S" sandbox, "E" exec) and the launcher exits 125.
+func runLauncher(args []string) error {
+	status := os.NewFile(launcherStatusFD, "status")
+	writable, argv, err := parseLauncherArgs(args)
+	if err == nil {
+		runtime.LockOSThread() // Landlock and no_new_privs bind the calling thread.
+		_, err = unix.FcntlInt(launcherStatusFD, unix.F_SETFD, unix.FD_CLOEXEC)
+		if err == nil {
+			err = restrictSelf(writable)
+		}
+	}
+	if err != nil {
+		status.WriteString("S" + err.Error())
+		return errLauncher
+	}
+	err = unix.Exec(argv[0], argv, os.Environ())
+	status.WriteString("E" + fmt.Sprintf("exec %q: %v", argv[0], err))
+	return errLauncher
+}
+
+// parseLauncherArgs splits "-w PATH ... -- ARGV".
+func parseLauncherArgs(args []string) (writable, argv []string, err error) {
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--" && i+1 < len(args):
+			return writable, args[i+1:], nil
+		case args[i] == "-w" && i+1 < len(args):
+			writable = append(writable, args[i+1])
+			i++
+		default:
+			return nil, nil, fmt.Errorf("launcher usage: unexpected %q", args[i])
+		}
+	}
+	return nil, nil, errors.New("launcher usage: no command after --")
+}
+
+// restrictSelf sets no_new_privs and enforces the ruleset of writable on
+// the calling thread.
+func restrictSelf(writable []string) error {
+	abi, err := landlockABI()
+	if err != nil {
+		return err
+	}
+	plan := planRuleset(writable, abi)
+	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), scoped: plan.Scoped}
+	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
+	if err != nil {
+		return fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	defer unix.Close(rfd)
+	for _, r := range plan.Rules {
+		if err := addPathRule(rfd, r); err != nil {
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := landlockRestrictSelf(rfd, 0); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}
+
+// addPathRule adds one rule. A writable path that does not exist grants
+// nothing and is skipped; "/" must exist.
+func addPathRule(rfd int, r landlockRule) error {
+	fd, err := unix.Open(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) && r.Path != "/" {
+			return nil
+		}
+		return fmt.Errorf("opening rule path %q: %w", r.Path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat of rule path %q: %w", r.Path, err)
+	}
+	attr := pathBeneathAttr{allowedAccess: uint64(ruleAccess(r.Access, st.Mode&unix.S_IFMT == unix.S_IFDIR)), parentFD: int32(fd)}
+	if err := landlockAddRule(rfd, &attr); err != nil {
+		return fmt.Errorf("landlock_add_rule %q: %w", r.Path, err)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package main
+
+// The tool definitions a model sees, and the system-prompt section. The
+// descriptions are the seeds' (PROTOCOL.md section 2), in bashcall's
+// vocabulary: tasks, bash_output, bash_kill, bash_list, $BASHCALL_*.
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+const descBashBase = "Execute a bash command (`bash -c`) and return its stdout/stderr. Each call runs in a fresh shell: no state (cwd, variables, functions) persists between calls — pass `workdir` instead of using `cd`. Non-zero exits are reported as `[exit code: N]`. Current environment facts are exposed through managed `$BASHCALL_*` variables; inspect them when needed. Commands may run under a file sandbox; a blocked file operation is reported as `[sandbox: file access denied under <mode> mode]` — a policy denial, not a bug in the command; do not retry another way. Long output is truncated to its tail; the full output is saved to a file whose path is reported when available."
+
+const descBashBackground = " Set `run_in_background: true` for long-running commands: the call returns a task id immediately; read its output with `bash_output` and stop it with `bash_kill`."
+
+const descBashNoBackground = " Background execution is not available; long-running commands must finish within the timeout."
+
+const descEscalation = " Attempting a command the sandbox may deny is safe and expected: run it and read the marker rather than assuming the denial. When a command is denied and a wider mode would let it succeed, escalate immediately in the same turn — the one sanctioned exception to a denial: retry the exact same command once with `sandbox_permissions` (the narrowest wider mode that suffices) plus a one-sentence `justification`. Do not detour through chat to ask permission first — the approval prompt raised by that retry is how the user consents. If the session states approval prompts are disabled, there is no exception: a denial is final — do not set `sandbox_permissions`. Never escalate speculatively: ground the request in a real denial — normally the one this command just hit; escalating up front is fine only when this session already denied the same access. A rejected escalation is final for that command — stop and explain, never work around it — but it does not forbid attempting or escalating other commands later."
+
+const promptBash = "Check the [exit code: N] marker on every bash result; investigate failures before moving on."
+
+const promptTasks = "Track every background task id you start. You are notified in-session when a task finishes — do not busy-poll or sleep on one; keep working on independent steps and do not duplicate a running task's work. Before giving a final answer, collect every still-relevant task with bash_output (set wait: true only when you are genuinely blocked on it), and bash_kill tasks that stopped mattering."
+
+// property is one parameter of a tool.
+type property struct {
+	name, typ, desc string
+	enum            []string
+	required        bool
+}
+
+// toolDef is one tool.
+type toolDef struct {
+	name, desc string
+	props      []property
+}
+
+// tools are the definitions for this configuration: run_in_background and
+// the task tools only when background tasks are enabled, the escalation
+// fields and paragraph only when the executor sandboxes.
+func tools(cfg *config) []toolDef {
+	sandboxes := cfg.Sandbox.Mode != modeFullAccess
+	bg := cfg.Background.Enabled
+	bash := toolDef{name: toolBash, desc: descBashBase, props: []property{
+		{name: "command", typ: "string", required: true, desc: "The bash command to execute."},
+		{name: "description", typ: "string", required: true, desc: `Clear, concise description of what this command does in active voice, 5-10 words (shown in the UI). Examples: "ls" → "List files in current directory"; "git status" → "Show working tree status"; "npm install" → "Install package dependencies".`},
+		{name: "timeoutMs", typ: "number", desc: "Timeout in milliseconds. The executor applies its configured default and cap, and kills the command on expiry."},
+		{name: "workdir", typ: "string", desc: "Working directory for this command. Defaults to the session workspace; a relative path is resolved against it."},
+	}}
+	if bg {
+		bash.desc += descBashBackground
+		bash.props = append(bash.props, property{name: "run_in_background", typ: "boolean",
+			desc: "Run in the background and return a task id immediately (collect with bash_output, stop with bash_kill). No timeout applies."})
+	} else {
+		bash.desc += descBashNoBackground
+	}
+	if sandboxes {
+		bash.desc += descEscalation
+		bash.props = append(bash.props,
+			property{name: "sandbox_permissions", typ: "string", enum: []string{modeWorkspaceWrite, modeFullAccess},
+				desc: "The wider sandbox mode this command needs. Only valid as a one-shot retry of a command the sandbox just denied; requires justification and user approval."},
+			property{name: "justification", typ: "string",
+				desc: "Required with sandbox_permissions: one sentence for the user explaining why this exact command needs the wider access."})
+	}
+	defs := []toolDef{bash}
+	if !bg {
+		return defs
+	}
+	taskID := property{name: "task_id", typ: "string", required: true, desc: "Task id returned by bash when it started the background task."}
+	return append(defs,
+		toolDef{name: toolOutput, desc: "Read new output from a background bash task started with `bash` + `run_in_background`. Returns only output produced since the previous bash_output call, plus the task status; every response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which waits until the task finishes or the timeout passes.",
+			props: []property{taskID,
+				{name: "wait", typ: "boolean", desc: "Block until the task reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the task alive."},
+				{name: "timeout_ms", typ: "number", desc: "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."},
+			}},
+		toolDef{name: toolKill, desc: "Ask the executor to kill a running background bash task by task id.", props: []property{taskID}},
+		toolDef{name: toolList, desc: "List your background tasks (running and finished) with their ids and statuses."},
+	)
+}
+
+// systemPrompt is the prompt section for this configuration.
+func systemPrompt(cfg *config) string {
+	if cfg.Background.Enabled {
+		return promptBash + "\n\n" + promptTasks + "\n"
+	}
+	return promptBash + "\n"
+}
+
+// schemaJSON renders the definitions as an MCP tool list or as OpenAI
+// function tools, properties in schema order.
+func schemaJSON(defs []toolDef, format string) []byte {
+	var b bytes.Buffer
+	b.WriteString("[")
+	for i, d := range defs {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n  ")
+		params := inputSchema(d.props)
+		if format == "openai" {
+			b.WriteString(`{"type":"function","function":{"name":` + jsonString(d.name) + `,"description":` + jsonString(d.desc) + `,"parameters":` + params + `}}`)
+		} else {
+			b.WriteString(`{"name":` + jsonString(d.name) + `,"description":` + jsonString(d.desc) + `,"inputSchema":` + params + `}`)
+		}
+	}
+	b.WriteString("\n]\n")
+	return b.Bytes()
+}
+
+// inputSchema is a JSON Schema object; there is no additionalProperties:
+// false, as unknown keys are ignored, never refused.
+func inputSchema(props []property) string {
+	var fields, required []string
+	for _, p := range props {
+		f := `"type":` + jsonString(p.typ)
+		if len(p.enum) > 0 {
+			e, _ := json.Marshal(p.enum)
+			f += `,"enum":` + string(e)
+		}
+		f += `,"description":` + jsonString(p.desc)
+		fields = append(fields, jsonString(p.name)+":{"+f+"}")
+		if p.required {
+			required = append(required, jsonString(p.name))
+		}
+	}
+	return `{"type":"object","properties":{` + strings.Join(fields, ",") + `},"required":[` + strings.Join(required, ",") + `]}`
+}
+
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}

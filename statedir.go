@@ -1,0 +1,93 @@
+package main
+
+// The state dir: private (0700, ours) or refused. Everything bashcall keeps
+// between invocations lives here: spill files, background tasks, standing
+// session modes.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// hintError is an error with advice for the person reading it, printed on
+// a separate "hint:" line.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+// openStateDir creates dir (0700) if missing and refuses one that is not a
+// directory, not ours, or open to group or others. It returns the
+// canonical path.
+func openStateDir(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the state dir %q: %w", dir, err)
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	if err := checkPrivateDir(canon); err != nil {
+		return "", err
+	}
+	return canon, nil
+}
+
+// checkPrivateDir refuses a directory that another user could read or
+// change, naming the path and the fix.
+func checkPrivateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return &hintError{fmt.Errorf("state dir %q is not a directory", dir),
+			"choose another with -state-dir or $BASHCALL_STATE_DIR"}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return &hintError{fmt.Errorf("state dir %q is owned by uid %d, not by this user (uid %d)", dir, st.Uid, os.Geteuid()),
+			"use a state dir of your own with -state-dir or $BASHCALL_STATE_DIR"}
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return &hintError{fmt.Errorf("state dir %q is group or other accessible (mode %04o)", dir, perm),
+			fmt.Sprintf("chmod 700 %q", dir)}
+	}
+	return nil
+}
+
+// privateDir creates (0700) a directory under the state dir; an existing
+// one that is not a private directory of ours is refused.
+func privateDir(parts ...string) (string, error) {
+	dir := filepath.Join(parts...)
+	err := os.Mkdir(dir, 0o700)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return dir, err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%q is not a private directory", dir)
+	}
+	return dir, nil
+}
+
+// ownerKey is what the state dir records of a session id: a hash, so that
+// reading the state dir never reveals another session's token.
+func ownerKey(sessionID string) string {
+	if sessionID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("bashcall-owner\x00" + sessionID))
+	return hex.EncodeToString(sum[:])
+}

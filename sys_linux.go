@@ -1,0 +1,245 @@
+package main
+
+// Linux process control: child subreaper, the /proc view of a process tree,
+// signals that cannot reach a process which reused a pid, and inotify.
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// childSysProcAttr starts a command in a new session (so in its own process
+// group, with no controlling terminal) that dies with its parent thread.
+func childSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// detachedSysProcAttr starts a process in a new session that outlives us.
+func detachedSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true}
+}
+
+// selfExe is how bashcall re-executes itself: /proc/self/exe still names
+// the running binary if its file was replaced since.
+func selfExe() string { return "/proc/self/exe" }
+
+// setSubreaper makes this process adopt orphaned descendants, so that
+// processes which left the command's group (setsid, double fork) can still
+// be found and stopped.
+func setSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// growPipe raises a pipe's buffer to 1 MiB, best effort, to cut context
+// switches when a command streams output.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+	}
+}
+
+// procStat is what /proc/PID/stat says of one process.
+type procStat struct {
+	ppid, pgid, sid int
+	start           uint64 // clock ticks after boot
+	zombie          bool
+}
+
+// readProcStat parses /proc/PID/stat; comm may hold spaces and parentheses,
+// so the fields are counted from the last ')'.
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errors.New("malformed /proc stat")
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return procStat{}, errors.New("malformed /proc stat")
+	}
+	var s procStat
+	s.zombie = f[0][0] == 'Z' || f[0][0] == 'X'
+	s.ppid, _ = strconv.Atoi(string(f[1]))
+	s.pgid, _ = strconv.Atoi(string(f[2]))
+	s.sid, _ = strconv.Atoi(string(f[3]))
+	s.start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	return s, nil
+}
+
+// procStartTime is a process's start time, the half of its identity that a
+// reused pid does not share.
+func procStartTime(pid int) (uint64, error) {
+	s, err := readProcStat(pid)
+	return s.start, err
+}
+
+// scanProcs reads every process's stat.
+func scanProcs() map[int]procStat {
+	procs := map[int]procStat{}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return procs
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if s, err := readProcStat(pid); err == nil {
+			procs[pid] = s
+		}
+	}
+	return procs
+}
+
+// descendants lists every live process below root, with its start time.
+func descendants(procs map[int]procStat, root int) map[int]uint64 {
+	children := map[int][]int{}
+	for pid, s := range procs {
+		children[s.ppid] = append(children[s.ppid], pid)
+	}
+	out := map[int]uint64{}
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if _, seen := out[c]; !seen && c != root {
+				out[c] = procs[c].start
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// sessionMembers lists the live processes of session sid.
+func sessionMembers(procs map[int]procStat, sid int) map[int]uint64 {
+	out := map[int]uint64{}
+	for pid, s := range procs {
+		if s.sid == sid && !s.zombie {
+			out[pid] = s.start
+		}
+	}
+	return out
+}
+
+// signalProcess sends sig to pid only if it is still the process that
+// started at start: the pidfd pins the process, and the start time read
+// after opening it proves it is the one we mean.
+func signalProcess(pid int, start uint64, sig syscall.Signal) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if s, err := procStartTime(pid); err != nil || s != start {
+		return unix.ESRCH
+	}
+	return unix.PidfdSendSignal(fd, sig, nil, 0)
+}
+
+// processAlive reports whether pid is still the process started at start
+// and has not exited.
+func processAlive(pid int, start uint64) bool {
+	s, err := readProcStat(pid)
+	return err == nil && s.start == start && !s.zombie
+}
+
+// bootID identifies this boot, so that a pid recorded before a reboot is
+// never taken for a live process.
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return string(bytes.TrimSpace(b))
+}
+
+// watcher wakes a waiter when something is created or renamed in a
+// directory, when a process exits, or when interrupted. It reads no disk
+// while it waits. Create it before checking the condition waited for, so
+// that no event falls between the check and the wait.
+type watcher struct {
+	fds     []unix.PollFd // the wake pipe, then inotify, then a pidfd
+	wake    int           // write end of the wake pipe
+	inotify bool
+}
+
+// newWatcher watches dir and, when pid > 0, the exit of the process pid
+// that started at start.
+func newWatcher(dir string, pid int, start uint64) *watcher {
+	w := &watcher{wake: -1}
+	var p [2]int
+	if unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) == nil {
+		w.fds, w.wake = append(w.fds, unix.PollFd{Fd: int32(p[0]), Events: unix.POLLIN}), p[1]
+	}
+	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err == nil {
+		if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_DELETE_SELF); err == nil {
+			w.fds, w.inotify = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}), true
+		} else {
+			unix.Close(fd)
+		}
+	}
+	if pid > 0 {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			if s, err := procStartTime(pid); err == nil && s == start {
+				w.fds = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+			} else {
+				unix.Close(fd)
+			}
+		}
+	}
+	return w
+}
+
+// wait blocks until an event, an interrupt or timeout. Without inotify it
+// wakes every 50ms, so that callers poll slowly instead of spinning.
+func (w *watcher) wait(timeout time.Duration) {
+	timeout = max(timeout, 0)
+	if !w.inotify {
+		timeout = min(timeout, 50*time.Millisecond)
+	}
+	for {
+		_, err := unix.Poll(w.fds, int(timeout.Milliseconds())+1)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	var buf [4096]byte
+	for _, f := range w.fds {
+		if f.Revents&unix.POLLIN == 0 || (w.wake >= 0 && f.Fd == w.fds[0].Fd) {
+			continue
+		}
+		for {
+			if n, _ := unix.Read(int(f.Fd), buf[:]); n <= 0 {
+				break
+			}
+		}
+	}
+}
+
+// interrupt makes the current and every later wait return at once.
+func (w *watcher) interrupt() {
+	if w.wake >= 0 {
+		unix.Write(w.wake, []byte{1})
+	}
+}
+
+// close releases the watcher's descriptors.
+func (w *watcher) close() {
+	for _, f := range w.fds {
+		unix.Close(int(f.Fd))
+	}
+	if w.wake >= 0 {
+		unix.Close(w.wake)
+	}
+}

@@ -1,0 +1,50 @@
+//go:build !linux
+
+package main
+
+// Process control where Linux's is missing: no subreaper, no /proc tree, no
+// pidfd, no inotify. Commands still get their own session and process
+// group; escaped descendants cannot be found, and waits poll slowly.
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+func childSysProcAttr() *syscall.SysProcAttr    { return &syscall.SysProcAttr{Setsid: true} }
+func detachedSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+
+func setSubreaper() error { return nil }
+
+func selfExe() string {
+	p, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return p
+}
+func growPipe(*os.File)   {}
+
+type procStat struct {
+	ppid, pgid, sid int
+	start           uint64
+	zombie          bool
+}
+
+func readProcStat(int) (procStat, error)                      { return procStat{}, errors.New("no /proc") }
+func procStartTime(int) (uint64, error)                       { return 0, nil }
+func scanProcs() map[int]procStat                              { return map[int]procStat{} }
+func descendants(map[int]procStat, int) map[int]uint64         { return map[int]uint64{} }
+func sessionMembers(map[int]procStat, int) map[int]uint64      { return map[int]uint64{} }
+func signalProcess(pid int, _ uint64, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+func processAlive(pid int, _ uint64) bool                      { return syscall.Kill(pid, 0) == nil }
+func bootID() string                                           { return "" }
+
+type watcher struct{}
+
+func newWatcher(string, int, uint64) *watcher { return &watcher{} }
+func (w *watcher) wait(timeout time.Duration) { time.Sleep(min(max(timeout, 0), 50*time.Millisecond)) }
+func (w *watcher) close()                     {}
+func (w *watcher) interrupt()                 {}

@@ -1,0 +1,270 @@
+package main
+
+// A task's output on disk, and the tools that read, kill and list tasks.
+//
+// Each stream has a complete copy (NAME.log) while it stays within
+// max_spill_bytes, and a tail file (NAME.tail): a 16-byte header holding
+// the stream's total length and the ring's capacity, then a ring of twice
+// max_output_bytes where byte n of the stream lives at n % capacity. Only
+// the supervisor writes; it writes the data before the new total, so a
+// reader that reads the total, then the ring, then the total again knows
+// which bytes may have been overwritten meanwhile. A read costs what it
+// returns, never what the task wrote before, and a task printing forever
+// keeps at most max_spill_bytes plus the ring per stream on disk.
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+const tailHeader = 16
+
+// diskStream is the supervisor's writer for one stream.
+type diskStream struct {
+	ring     *os.File
+	capacity int64
+	total    int64
+	full     *os.File // nil once the complete copy is given up
+	fullPath string
+	spillMax int64
+	last     *tail // for the denial classifier
+}
+
+// openTaskStreams creates the stdout and stderr files of a task.
+func openTaskStreams(t *task) ([2]*diskStream, error) {
+	var s [2]*diskStream
+	for i, name := range []string{"stdout", "stderr"} {
+		d := &diskStream{capacity: 2 * t.meta.MaxOutputBytes, spillMax: t.meta.MaxSpillBytes,
+			fullPath: filepath.Join(t.dir, name+".log"), last: newTail(int(t.meta.MaxOutputBytes))}
+		var err error
+		flags := os.O_RDWR | os.O_CREATE | os.O_EXCL | syscall.O_NOFOLLOW
+		if d.ring, err = os.OpenFile(filepath.Join(t.dir, name+".tail"), flags, 0o600); err != nil {
+			return s, err
+		}
+		if d.full, err = os.OpenFile(d.fullPath, flags, 0o600); err != nil {
+			return s, err
+		}
+		var hdr [tailHeader]byte
+		binary.LittleEndian.PutUint64(hdr[8:], uint64(d.capacity))
+		if _, err := d.ring.WriteAt(hdr[:], 0); err != nil {
+			return s, err
+		}
+		s[i] = d
+	}
+	return s, nil
+}
+
+// Write never fails: a full disk loses the complete copy, not the command.
+func (d *diskStream) Write(p []byte) (int, error) {
+	if d.full != nil {
+		if d.total+int64(len(p)) > d.spillMax {
+			d.dropFull()
+		} else if _, err := d.full.Write(p); err != nil {
+			d.dropFull()
+		}
+	}
+	q, off := p, d.total
+	if int64(len(q)) > d.capacity {
+		off += int64(len(q)) - d.capacity
+		q = q[int64(len(q))-d.capacity:]
+	}
+	for len(q) > 0 {
+		pos := off % d.capacity
+		n := min(int64(len(q)), d.capacity-pos)
+		d.ring.WriteAt(q[:n], tailHeader+pos)
+		q, off = q[n:], off+n
+	}
+	d.total += int64(len(p))
+	var hdr [8]byte
+	binary.LittleEndian.PutUint64(hdr[:], uint64(d.total))
+	d.ring.WriteAt(hdr[:], 0)
+	d.last.write(p)
+	return len(p), nil
+}
+
+func (d *diskStream) dropFull() {
+	d.full.Close()
+	os.Remove(d.fullPath)
+	d.full = nil
+}
+
+func (d *diskStream) tailBytes() []byte { return d.last.bytes() }
+
+func (d *diskStream) close() {
+	if d.full != nil {
+		d.full.Close()
+	}
+	d.ring.Close()
+}
+
+// streamRead is what one read of one stream found.
+type streamRead struct {
+	data  []byte
+	next  int64 // the cursor after this read
+	lossy bool
+}
+
+// readTaskStream returns the bytes after cursor, at most max of them (the
+// newest): whatever else is unread is dropped and the read is lossy.
+func readTaskStream(p string, cursor, max int64) streamRead {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return streamRead{next: cursor}
+	}
+	defer f.Close()
+	total, capacity := readTailHeader(f)
+	if capacity <= 0 || cursor >= total {
+		return streamRead{next: max64(cursor, total)}
+	}
+	lo := cursor
+	if total-lo > min(max, capacity) {
+		lo = total - min(max, capacity)
+	}
+	data := make([]byte, total-lo)
+	for off := lo; off < total; {
+		pos := off % capacity
+		n := min(total-off, capacity-pos)
+		f.ReadAt(data[off-lo:off-lo+n], tailHeader+pos)
+		off += n
+	}
+	if now, _ := readTailHeader(f); now-capacity > lo {
+		cut := min(now-capacity-lo, int64(len(data)))
+		data, lo = data[cut:], lo+cut
+	}
+	return streamRead{data: data, next: total, lossy: lo > cursor}
+}
+
+func readTailHeader(f *os.File) (total, capacity int64) {
+	var hdr [tailHeader]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return 0, 0
+	}
+	return int64(binary.LittleEndian.Uint64(hdr[:8])), int64(binary.LittleEndian.Uint64(hdr[8:]))
+}
+
+func max64(a, b int64) int64 { return max(a, b) }
+
+// holdBackPartialRune keeps an incomplete UTF-8 character at the end of a
+// running task's output for the next read, instead of splitting it.
+func holdBackPartialRune(r *streamRead) {
+	for k := 1; k <= 3 && k <= len(r.data); k++ {
+		b := r.data[len(r.data)-k]
+		if b < utf8.RuneSelf {
+			return
+		}
+		if utf8.RuneStart(b) {
+			if !utf8.FullRune(r.data[len(r.data)-k:]) {
+				r.data = r.data[:len(r.data)-k]
+				r.next -= int64(k)
+			}
+			return
+		}
+	}
+}
+
+// readCursors and writeCursors keep the two stream cursors of a task.
+func readCursors(t *task) [2]int64 {
+	var c [2]int64
+	b, err := os.ReadFile(filepath.Join(t.dir, "cursor"))
+	if err == nil && len(b) == 16 {
+		c[0] = int64(binary.LittleEndian.Uint64(b[:8]))
+		c[1] = int64(binary.LittleEndian.Uint64(b[8:]))
+	}
+	return c
+}
+
+func writeCursors(t *task, c [2]int64) error {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(c[0]))
+	binary.LittleEndian.PutUint64(b[8:], uint64(c[1]))
+	f, err := os.OpenFile(filepath.Join(t.dir, "cursor"), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b[:], 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// consume reads the output produced since the previous read, under the
+// task's lock, so that each byte is delivered once to concurrent readers.
+func (t *task) consume(settled bool) (*taskRead, error) {
+	unlock, err := lockFile(filepath.Join(t.dir, "lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	cursors := readCursors(t)
+	r := &taskRead{}
+	for i, name := range []string{"stdout", "stderr"} {
+		s := readTaskStream(filepath.Join(t.dir, name+".tail"), cursors[i], t.meta.MaxOutputBytes)
+		if !settled {
+			holdBackPartialRune(&s)
+		}
+		cursors[i] = s.next
+		text := validText(s.data)
+		if i == 0 {
+			r.Stdout = text
+		} else {
+			r.Stderr = text
+		}
+		if s.lossy {
+			r.Lossy = true
+			if full := filepath.Join(t.dir, name+".log"); fileExists(full) {
+				r.FullPaths = append(r.FullPaths, full)
+			}
+		}
+	}
+	return r, writeCursors(t, cursors)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// waitSettled blocks until the task settles or timeout passes, woken by
+// inotify on the task's directory and the supervisor's exit.
+func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskFinal {
+	deadline := time.Now().Add(timeout)
+	var sup procRecord
+	readJSON(filepath.Join(t.dir, "supervisor.json"), &sup)
+	w := newWatcher(t.dir, sup.PID, sup.Start)
+	aborted := make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
+	defer func() {
+		close(stop)
+		<-done // the watcher is closed only once nothing can interrupt it
+		w.close()
+	}()
+	go func() {
+		defer close(done)
+		select {
+		case <-abort:
+			close(aborted)
+			w.interrupt()
+		case <-stop:
+		}
+	}()
+	for {
+		if f := t.final(); f != nil {
+			return f
+		}
+		left := time.Until(deadline)
+		select {
+		case <-aborted:
+			return nil
+		default:
+		}
+		if left <= 0 {
+			return nil
+		}
+		w.wait(left)
+	}
+}

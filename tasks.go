@@ -1,0 +1,362 @@
+package main
+
+// Background tasks in the state dir (PROTOCOL.md section 6).
+//
+// Layout, every directory 0700 and every file 0600:
+//
+//	lock, next-id                 the id counter, taken under an flock
+//	tasks/bash-N/task.json        what was started, by whom (an owner key)
+//	tasks/bash-N/supervisor.json  the supervisor's pid, start time and boot
+//	tasks/bash-N/command.json     the command's pid and start time
+//	tasks/bash-N/{stdout,stderr}.log   complete copies, up to max_spill_bytes
+//	tasks/bash-N/{stdout,stderr}.tail  bounded tails (see taskio.go)
+//	tasks/bash-N/cursor, lock     read cursors, under a per-task flock
+//	tasks/bash-N/kill             bash_kill asked for this task to stop
+//	tasks/bash-N/status.json      the final status, written by a rename
+//	sessions/<key>/tasks/bash-N   the tasks of one owner
+//	sessions/<key>/pending/bash-N a completion notice not yet delivered
+//	sessions/<key>/mode           a standing sandbox mode
+//
+// Status is the truth: a task with no status.json whose supervisor is gone
+// (SIGKILL, OOM, reboot) is settled as killed by whoever looks next, after
+// stopping what is left of its command.
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Task states.
+const (
+	stateRunning   = "running"
+	stateCompleted = "completed"
+	stateKilled    = "killed"
+)
+
+// taskMeta is task.json, written once by the invocation that starts a task.
+type taskMeta struct {
+	ID             string `json:"id"`
+	Owner          string `json:"owner"` // ownerKey of the session, "" for none
+	Command        string `json:"command"`
+	Workdir        string `json:"workdir"`
+	Mode           string `json:"mode"`
+	StartedAt      int64  `json:"startedAt"` // Unix milliseconds
+	GraceMs        int64  `json:"graceMs"`
+	MaxOutputBytes int64  `json:"maxOutputBytes"`
+	MaxSpillBytes  int64  `json:"maxSpillBytes"`
+	// Starter is the invocation that starts the task: until the supervisor
+	// records itself, the task is starting while the starter lives.
+	Starter procRecord `json:"starter"`
+}
+
+// procRecord identifies a process beyond its pid.
+type procRecord struct {
+	PID    int    `json:"pid"`
+	Start  uint64 `json:"start"`
+	BootID string `json:"bootId"`
+}
+
+// alive reports whether the recorded process still runs.
+func (p *procRecord) alive() bool {
+	return p != nil && p.PID > 0 && p.BootID == bootID() && processAlive(p.PID, p.Start)
+}
+
+// taskFinal is status.json.
+type taskFinal struct {
+	State      string        `json:"state"`
+	ExitCode   int           `json:"exitCode"`
+	Signal     string        `json:"signal,omitempty"`
+	FinishedAt int64         `json:"finishedAt"`
+	Sandbox    *sandboxFacts `json:"sandbox,omitempty"`
+	Note       string        `json:"note,omitempty"`
+}
+
+func (f *taskFinal) status() taskStatus {
+	return taskStatus{State: f.State, ExitCode: f.ExitCode, Signal: f.Signal}
+}
+
+// task is a handle on one task directory.
+type task struct {
+	id   string
+	dir  string
+	meta taskMeta
+}
+
+func (inv *invocation) tasksDir() string { return filepath.Join(inv.stateDir, "tasks") }
+
+// validTaskID accepts exactly "bash-<N>", so that an id never walks the
+// filesystem.
+func validTaskID(id string) bool {
+	n, ok := strings.CutPrefix(id, "bash-")
+	return ok && n != "" && len(n) < 19 && strings.Trim(n, "0123456789") == "" && (n == "0" || n[0] != '0')
+}
+
+func taskNumber(id string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimPrefix(id, "bash-"), 10, 64)
+	return n
+}
+
+// openTask loads a task the caller may touch, or the contract's error.
+func (inv *invocation) openTask(id string, caller string) (*task, error) {
+	t, err := inv.loadTask(id)
+	if err != nil {
+		return nil, toolErrorf("unknown bash task %q", id)
+	}
+	if t.meta.Owner != "" && t.meta.Owner != caller {
+		return nil, toolErrorf("task %s belongs to another session", id)
+	}
+	return t, nil
+}
+
+// loadTask reads a task's task.json.
+func (inv *invocation) loadTask(id string) (*task, error) {
+	if !validTaskID(id) {
+		return nil, os.ErrNotExist
+	}
+	t := &task{id: id, dir: filepath.Join(inv.tasksDir(), id)}
+	if err := readJSON(filepath.Join(t.dir, "task.json"), &t.meta); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// readJSON decodes a small private file, refusing to follow a link.
+func readJSON(p string, v any) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return json.NewDecoder(f).Decode(v)
+}
+
+func writeJSON(p string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(p, b)
+}
+
+// final returns the task's final status, or nil while it runs. A task
+// whose supervisor is gone is settled here.
+func (t *task) final() *taskFinal {
+	var f taskFinal
+	if readJSON(filepath.Join(t.dir, "status.json"), &f) == nil {
+		return &f
+	}
+	var sup procRecord
+	if err := readJSON(filepath.Join(t.dir, "supervisor.json"), &sup); err != nil {
+		sup = t.meta.Starter // not recorded yet: the task is as alive as its starter
+	}
+	if sup.alive() {
+		return nil
+	}
+	return t.settleOrphan()
+}
+
+// settleOrphan settles a task whose supervisor vanished without a status:
+// under the task lock, it stops what is left of the command and records
+// it as killed.
+func (t *task) settleOrphan() *taskFinal {
+	unlock, err := lockFile(filepath.Join(t.dir, "lock"))
+	if err != nil {
+		return nil
+	}
+	defer unlock()
+	var f taskFinal
+	if readJSON(filepath.Join(t.dir, "status.json"), &f) == nil {
+		return &f
+	}
+	var sup procRecord
+	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
+		return nil // it recorded itself after all
+	}
+	var cmd procRecord
+	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() {
+		stopSession(cmd.PID, cmd.Start)
+	}
+	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "the supervisor exited without recording how the command ended"}
+	writeJSON(filepath.Join(t.dir, "status.json"), &f)
+	return &f
+}
+
+// stopSession kills, at once, every process left in the session that the
+// command led, provided the leader (alive or not) is the process recorded:
+// a session id is a pid, and another process could have it by now.
+func stopSession(leader int, start uint64) {
+	procs := scanProcs()
+	if s, ok := procs[leader]; ok && s.start != start {
+		return
+	}
+	for pid, st := range sessionMembers(procs, leader) {
+		signalProcess(pid, st, syscall.SIGKILL)
+	}
+}
+
+// lockFile takes an exclusive flock, creating the file if need be.
+func lockFile(p string) (func(), error) {
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// ownedIDs lists the task ids recorded for an owner key, oldest first.
+func (inv *invocation) ownedIDs(key, sub string) []string {
+	d, err := os.Open(filepath.Join(inv.sessionDir(key), sub))
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	ids := names[:0]
+	for _, n := range names {
+		if validTaskID(n) {
+			ids = append(ids, n)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return taskNumber(ids[i]) < taskNumber(ids[j]) })
+	return ids
+}
+
+// runningCount counts an owner's tasks that still run.
+func (inv *invocation) runningCount(key string) int {
+	n := 0
+	for _, id := range inv.ownedIDs(key, "tasks") {
+		if t, err := inv.loadTask(id); err == nil && t.final() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// checkTaskLimit refuses a start past max_tasks_per_session.
+func (inv *invocation) checkTaskLimit(key string) error {
+	if limit := inv.cfg.Background.MaxTasksPerSession; int64(inv.runningCount(key)) >= limit {
+		return toolErrorf("background task limit reached for this session (limit: %d); use bash_kill to stop an unneeded task, wait for one to finish, then retry", limit)
+	}
+	return nil
+}
+
+// allocateTask takes the next id under the state lock, checks the limit
+// again (two starts may race) and creates the task's directory. The
+// counter is saved before the directory exists, so a crash skips an id
+// rather than reusing one.
+func (inv *invocation) allocateTask(meta *taskMeta) (*task, error) {
+	if _, err := privateDir(inv.tasksDir()); err != nil {
+		return nil, err
+	}
+	if _, err := inv.ensureSessionDir(meta.Owner); err != nil {
+		return nil, err
+	}
+	unlock, err := lockFile(filepath.Join(inv.stateDir, "lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := inv.checkTaskLimit(meta.Owner); err != nil {
+		return nil, err
+	}
+	counter := filepath.Join(inv.stateDir, "next-id")
+	b, _ := os.ReadFile(counter)
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	for n = max(n, 1); ; n++ {
+		id := "bash-" + strconv.FormatInt(n, 10)
+		if err := writeFileAtomic(counter, []byte(strconv.FormatInt(n+1, 10)+"\n")); err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(inv.tasksDir(), id)
+		if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		meta.ID = id
+		t := &task{id: id, dir: dir, meta: *meta}
+		if err := writeJSON(filepath.Join(dir, "task.json"), meta); err != nil {
+			return nil, err
+		}
+		return t, inv.recordOwnership(t)
+	}
+}
+
+// recordOwnership files the task under its owner, with a pending notice
+// when it has one to receive it.
+func (inv *invocation) recordOwnership(t *task) error {
+	dirs := []string{"tasks"}
+	if t.meta.Owner != "" {
+		dirs = append(dirs, "pending")
+	}
+	for _, sub := range dirs {
+		f, err := os.OpenFile(filepath.Join(inv.sessionDir(t.meta.Owner), sub, t.id), os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// consumeNotice removes a pending notice; true for the one caller that
+// removed it, however many race.
+func (inv *invocation) consumeNotice(t *task) bool {
+	return t.meta.Owner != "" && os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), "pending", t.id)) == nil
+}
+
+// takeNotices delivers, once, the notices of the owner's settled tasks.
+func (inv *invocation) takeNotices(key string) []string {
+	var notices []string
+	for _, id := range inv.ownedIDs(key, "pending") {
+		t, err := inv.loadTask(id)
+		if err != nil {
+			os.Remove(filepath.Join(inv.sessionDir(key), "pending", id))
+			continue
+		}
+		if f := t.final(); f != nil && inv.consumeNotice(t) {
+			notices = append(notices, textNotice(id, f.status()))
+		}
+	}
+	return notices
+}
+
+// listTasks returns what bash_list shows the caller: its own tasks and
+// ownerless ones, oldest first.
+func (inv *invocation) listTasks(caller string) []listEntry {
+	ids := inv.ownedIDs("", "tasks")
+	if caller != "" {
+		ids = append(ids, inv.ownedIDs(caller, "tasks")...)
+		sort.Slice(ids, func(i, j int) bool { return taskNumber(ids[i]) < taskNumber(ids[j]) })
+	}
+	var entries []listEntry
+	for _, id := range ids {
+		t, err := inv.loadTask(id)
+		if err != nil || (t.meta.Owner != "" && t.meta.Owner != caller) {
+			continue
+		}
+		e := listEntry{ID: id, Command: t.meta.Command, Status: taskStatus{State: stateRunning}}
+		if f := t.final(); f != nil {
+			e.Status = f.status()
+		}
+		entries = append(entries, e)
+	}
+	return entries
+}

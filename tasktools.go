@@ -1,0 +1,177 @@
+package main
+
+// The tools over background tasks: bash_output, bash_kill, bash_list.
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// taskOutputResult is the structuredContent of bash_output.
+type taskOutputResult struct {
+	Kind       string        `json:"kind"`
+	TaskID     string        `json:"taskId"`
+	Status     string        `json:"status"`
+	ExitCode   *int          `json:"exitCode"`
+	Signal     *string       `json:"signal"`
+	Stdout     string        `json:"stdout"`
+	Stderr     string        `json:"stderr"`
+	Lossy      bool          `json:"lossy"`
+	FullOutput []string      `json:"fullOutput,omitempty"`
+	Sandbox    *sandboxFacts `json:"sandbox,omitempty"`
+}
+
+// taskKillResult is the structuredContent of bash_kill.
+type taskKillResult struct {
+	Kind   string `json:"kind"`
+	TaskID string `json:"taskId"`
+	Killed bool   `json:"killed"`
+}
+
+// taskListResult is the structuredContent of bash_list.
+type taskListResult struct {
+	Kind  string          `json:"kind"`
+	Tasks []taskListEntry `json:"tasks"`
+}
+
+type taskListEntry struct {
+	TaskID   string  `json:"taskId"`
+	Status   string  `json:"status"`
+	ExitCode *int    `json:"exitCode"`
+	Signal   *string `json:"signal"`
+	Command  string  `json:"command"`
+}
+
+// exitFields are a status's exit code and signal as JSON wants them.
+func exitFields(s taskStatus) (*int, *string) {
+	switch {
+	case s.State == stateCompleted:
+		code := s.ExitCode
+		return &code, nil
+	case s.Signal != "":
+		sig := s.Signal
+		return nil, &sig
+	}
+	return nil, nil
+}
+
+// taskOutput answers bash_output.
+func (inv *invocation) taskOutput(req *request, resp *response) error {
+	if req.ArgsErr != nil {
+		return req.ArgsErr
+	}
+	a, err := parseTaskArgs(req.Args, true)
+	if err != nil {
+		return err
+	}
+	caller := ownerKey(req.Session.ID)
+	t, err := inv.openTask(a.TaskID, caller)
+	if err != nil {
+		return err
+	}
+	final := t.final()
+	if a.Wait && final == nil {
+		timeout := inv.cfg.Background.WaitTimeoutMs
+		if a.TimeoutMs > 0 {
+			timeout = a.TimeoutMs
+		}
+		timeout = min(timeout, inv.cfg.Background.MaxWaitTimeoutMs)
+		final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.abort)
+	}
+	r, err := t.consume(final != nil)
+	if err != nil {
+		return err
+	}
+	r.Status = taskStatus{State: stateRunning}
+	out := &taskOutputResult{Kind: "taskOutput", TaskID: t.id, Status: stateRunning,
+		Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy, FullOutput: r.FullPaths}
+	if final != nil {
+		r.Status, r.Sandbox = final.status(), final.Sandbox
+		out.Status, out.Sandbox = final.State, final.Sandbox
+		out.ExitCode, out.Signal = exitFields(r.Status)
+		if t.meta.Owner == caller {
+			inv.consumeNotice(t) // this read reports the settled status itself
+		}
+	}
+	resp.StructuredContent = out
+	setText(resp, renderTaskRead(r, inv.escalationAdvertised()), nil)
+	return nil
+}
+
+// taskKill answers bash_kill: SIGTERM to the whole tree through its
+// supervisor, SIGKILL grace later; it returns once the task has settled.
+func (inv *invocation) taskKill(req *request, resp *response) error {
+	if req.ArgsErr != nil {
+		return req.ArgsErr
+	}
+	a, err := parseTaskArgs(req.Args, false)
+	if err != nil {
+		return err
+	}
+	t, err := inv.openTask(a.TaskID, ownerKey(req.Session.ID))
+	if err != nil {
+		return err
+	}
+	result := &taskKillResult{Kind: "taskKill", TaskID: t.id}
+	resp.StructuredContent = result
+	if t.final() != nil {
+		setText(resp, textAlreadyDone(t.id), nil)
+		return nil
+	}
+	marker, err := os.OpenFile(filepath.Join(t.dir, "kill"), os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	marker.Close()
+	if t.final() != nil { // it settled by itself before the marker existed
+		setText(resp, textAlreadyDone(t.id), nil)
+		return nil
+	}
+	inv.consumeNotice(t) // a killed task carries no notice
+	t.stop()
+	result.Killed = true
+	setText(resp, textKilled(t.id), nil)
+	return nil
+}
+
+// stop asks the supervisor to stop the task and waits for the status it
+// records. A supervisor that is gone, or does not answer within grace and
+// some slack, is replaced: what is left is killed and the task settled.
+func (t *task) stop() {
+	var sup procRecord
+	readJSON(filepath.Join(t.dir, "supervisor.json"), &sup)
+	grace := time.Duration(t.meta.GraceMs) * time.Millisecond
+	if sup.alive() && signalProcess(sup.PID, sup.Start, syscall.SIGTERM) == nil {
+		if t.waitSettled(grace+5*time.Second, nil) != nil {
+			return
+		}
+		signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
+	}
+	var cmd procRecord
+	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() {
+		stopSession(cmd.PID, cmd.Start)
+	}
+	for deadline := time.Now().Add(time.Second); sup.alive() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.final()
+}
+
+// taskList answers bash_list.
+func (inv *invocation) taskList(req *request, resp *response) error {
+	if req.ArgsErr != nil {
+		return req.ArgsErr
+	}
+	entries := inv.listTasks(ownerKey(req.Session.ID))
+	result := &taskListResult{Kind: "taskList", Tasks: []taskListEntry{}}
+	for _, e := range entries {
+		code, sig := exitFields(e.Status)
+		result.Tasks = append(result.Tasks, taskListEntry{TaskID: e.ID, Status: e.Status.State,
+			ExitCode: code, Signal: sig, Command: e.Command})
+	}
+	resp.StructuredContent = result
+	setText(resp, renderList(entries), nil)
+	return nil
+}
