@@ -69,8 +69,13 @@ func landlockRestrictSelf(rulesetFD int, flags uint) error {
 	return nil
 }
 
-// landlockABI probes the kernel's Landlock ABI version.
+// landlockABI probes the kernel's Landlock ABI version. With
+// BASHCALL_DISABLE_LANDLOCK=1 in bashcall's environment it reports none,
+// so that a host can see its fail-closed path on any kernel.
 func landlockABI() (int, error) {
+	if os.Getenv("BASHCALL_DISABLE_LANDLOCK") == "1" {
+		return 0, errNoLandlock
+	}
 	v, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if err != nil {
 		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {

@@ -25,7 +25,7 @@ func selfExe() string {
 	}
 	return p
 }
-func growPipe(*os.File)   {}
+func growPipe(*os.File) {}
 
 type procStat struct {
 	ppid, pgid, sid int
@@ -33,14 +33,14 @@ type procStat struct {
 	zombie          bool
 }
 
-func readProcStat(int) (procStat, error)                      { return procStat{}, errors.New("no /proc") }
-func procStartTime(int) (uint64, error)                       { return 0, nil }
-func scanProcs() map[int]procStat                              { return map[int]procStat{} }
-func descendants(map[int]procStat, int) map[int]uint64         { return map[int]uint64{} }
-func sessionMembers(map[int]procStat, int) map[int]uint64      { return map[int]uint64{} }
+func readProcStat(int) (procStat, error)                        { return procStat{}, errors.New("no /proc") }
+func procStartTime(int) (uint64, error)                         { return 0, nil }
+func scanProcs() map[int]procStat                               { return map[int]procStat{} }
+func descendants(map[int]procStat, int) map[int]uint64          { return map[int]uint64{} }
+func sessionMembers(map[int]procStat, int) map[int]uint64       { return map[int]uint64{} }
 func signalProcess(pid int, _ uint64, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
-func processAlive(pid int, _ uint64) bool                      { return syscall.Kill(pid, 0) == nil }
-func bootID() string                                           { return "" }
+func processAlive(pid int, _ uint64) bool                       { return syscall.Kill(pid, 0) == nil }
+func bootID() string                                            { return "" }
 
 type watcher struct{}
 

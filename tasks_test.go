@@ -1,0 +1,442 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func startReq(command, session string) string {
+	return sessionReq("bash", `{"command":`+jsonString(command)+`,"description":"Run in the background","run_in_background":true}`, session)
+}
+
+func outputReq(id, session, extra string) string {
+	args := `{"task_id":` + jsonString(id)
+	if extra != "" {
+		args += "," + extra
+	}
+	return sessionReq("bash_output", args+"}", session)
+}
+
+// start starts a background task and returns its id.
+func (e *testEnv) start(command, session string) string {
+	e.t.Helper()
+	r := e.call(startReq(command, session))
+	id, ok := strings.CutPrefix(r.text(), "started background task ")
+	if r.IsError || !ok {
+		e.t.Fatalf("start %q: %s", command, r.text())
+	}
+	return id
+}
+
+// waitDone waits until the task has settled and returns the last read.
+func (e *testEnv) waitDone(id, session string) wireResponse {
+	e.t.Helper()
+	r := e.call(outputReq(id, session, `"wait":true,"timeout_ms":30000`))
+	if strings.HasSuffix(r.text(), "[status: running]") {
+		e.t.Fatalf("task %s still running: %s", id, r.text())
+	}
+	return r
+}
+
+// TestTaskTexts: goldens for the texts of the task tools.
+func TestTaskTexts(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 300\n")
+	golden(t, "list_empty", e.call(sessionReq("bash_list", "{}", "A")).text())
+	golden(t, "start", e.call(startReq("echo out; echo err >&2; exit 3", "A")).text())
+	golden(t, "completed", e.waitDone("bash-1", "A").text())
+	golden(t, "no_new_output", e.call(outputReq("bash-1", "A", "")).text())
+	id := e.start("printf 'partial'; sleep 30", "A")
+	waitFor(t, 10*time.Second, "output", func() bool {
+		return fileSize(filepath.Join(e.stateDir, "tasks", id, "stdout.log")) == 7
+	})
+	golden(t, "running", e.call(outputReq(id, "A", "")).text())
+	golden(t, "kill", e.call(sessionReq("bash_kill", `{"task_id":"bash-2"}`, "A")).text())
+	golden(t, "killed", e.call(outputReq(id, "A", "")).text())
+	golden(t, "already_finished", e.call(sessionReq("bash_kill", `{"task_id":"bash-2"}`, "A")).text())
+	e.start("kill -TERM $$", "A")
+	golden(t, "killed_by_signal", e.waitDone("bash-3", "A").text())
+	golden(t, "list", e.call(sessionReq("bash_list", "{}", "A")).text())
+	golden(t, "other_session", e.call(outputReq("bash-1", "B", "")).text())
+	golden(t, "no_session", e.call(`{"name":"bash_kill","arguments":{"task_id":"bash-1"}}`).text())
+	e.start("sleep 0.1", "A")
+	time.Sleep(500 * time.Millisecond)
+	r := e.call(sessionReq("bash_list", "{}", "A"))
+	golden(t, "notice", strings.Join(r.Notices, "\n"))
+}
+
+func fileSize(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
+
+// TestParallelStarts: 20 parallel starts get 20 distinct ids.
+func TestParallelStarts(t *testing.T) {
+	e := newTestEnv(t, "[background]\nmax_tasks_per_session = 100\n")
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.run(startReq("true", fmt.Sprintf("s%d", i%3)))
+			w := decodeResponse(t, r.stdout)
+			mu.Lock()
+			ids[w.text()] = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(ids) != 20 {
+		t.Errorf("got %d distinct answers, want 20: %v", len(ids), ids)
+	}
+	for i := 1; i <= 20; i++ {
+		if !ids[fmt.Sprintf("started background task bash-%d", i)] {
+			t.Errorf("bash-%d was not handed out: %v", i, ids)
+		}
+	}
+}
+
+// TestConcurrentReaders: four concurrent readers of a task printing
+// thousands of lines receive every line exactly once, between them.
+func TestConcurrentReaders(t *testing.T) {
+	e := newTestEnv(t, "")
+	const lines = 5000
+	id := e.start(fmt.Sprintf("for i in $(seq 1 %d); do echo line-$i; done", lines), "A")
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				w := e.call(outputReq(id, "A", ""))
+				var got taskOutputResult
+				json.Unmarshal(w.StructuredContent, &got)
+				if got.Lossy {
+					t.Errorf("lossy read: %s", w.text())
+				}
+				mu.Lock()
+				for _, l := range strings.Split(got.Stdout, "\n") {
+					if l != "" {
+						seen[l]++
+					}
+				}
+				mu.Unlock()
+				if got.Status != stateRunning {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != lines {
+		t.Errorf("got %d distinct lines, want %d", len(seen), lines)
+	}
+	for l, n := range seen {
+		if n != 1 || !strings.HasPrefix(l, "line-") {
+			t.Errorf("line %q delivered %d times", l, n)
+		}
+	}
+}
+
+// TestKillTree: bash_kill stops a tree with a setsid escapee and a
+// TERM-ignoring shell, SIGKILL after the grace.
+func TestKillTree(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 500\n")
+	pidFile := filepath.Join(e.workspace, "pids")
+	id := e.start(`trap '' TERM; setsid sleep 300 & echo "$! $$" > pids; sleep 300`, "A")
+	pids := readPIDs(t, pidFile)
+	start := time.Now()
+	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != "killed background task "+id {
+		t.Errorf("kill = %q", got)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond || took > 8*time.Second {
+		t.Errorf("bash_kill took %v; want about grace_ms", took)
+	}
+	if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed by SIGKILL]" {
+		t.Errorf("status = %q", got)
+	}
+	for _, pid := range pids {
+		if pidAlive(pid) {
+			t.Errorf("pid %d survived bash_kill", pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if n := e.call(sessionReq("bash_list", "{}", "A")).Notices; len(n) != 0 {
+		t.Errorf("a killed task sent notices: %v", n)
+	}
+}
+
+// procOf reads a task's recorded supervisor or command.
+func (e *testEnv) procOf(id, which string) procRecord {
+	var p procRecord
+	if err := readJSON(filepath.Join(e.stateDir, "tasks", id, which+".json"), &p); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// TestVanishedSupervisor: status is the truth when the supervisor and the
+// command die unrecorded, when only the supervisor dies, and after a
+// reboot.
+func TestVanishedSupervisor(t *testing.T) {
+	e := newTestEnv(t, "")
+	t.Run("both_killed", func(t *testing.T) {
+		id := e.start("sleep 300", "A")
+		sup, cmd := e.procOf(id, "supervisor"), e.procOf(id, "command")
+		syscall.Kill(sup.PID, syscall.SIGKILL)
+		syscall.Kill(cmd.PID, syscall.SIGKILL)
+		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
+		if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed]" {
+			t.Errorf("status = %q", got)
+		}
+	})
+	t.Run("supervisor_only", func(t *testing.T) {
+		pidFile := filepath.Join(e.workspace, "escaped")
+		id := e.start("setsid sleep 300 & echo $! > escaped; sleep 300", "A")
+		escaped := readPIDs(t, pidFile)
+		sup := e.procOf(id, "supervisor")
+		syscall.Kill(sup.PID, syscall.SIGKILL)
+		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
+		if got := e.call(outputReq(id, "A", `"wait":true`)).text(); got != "(no new output)\n[status: killed]" {
+			t.Errorf("status = %q", got)
+		}
+		cmd := e.procOf(id, "command")
+		waitFor(t, 5*time.Second, "the orphaned command to be stopped", func() bool { return !cmd.alive() })
+		for _, pid := range escaped {
+			if pidAlive(pid) {
+				t.Logf("a setsid escapee of a vanished supervisor (pid %d) cannot be found; killing it here", pid)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	t.Run("reboot", func(t *testing.T) {
+		id := e.start("sleep 300", "A")
+		sup := e.procOf(id, "supervisor")
+		defer signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
+		forged := sup
+		forged.BootID = "an-earlier-boot"
+		writeJSON(filepath.Join(e.stateDir, "tasks", id, "supervisor.json"), &forged)
+		if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed]" {
+			t.Errorf("status after a reboot = %q", got)
+		}
+	})
+}
+
+// TestFence: one session never reads, waits on, kills or lists another's
+// task; a call without a session cannot touch an owned task; ownerless
+// tasks are open.
+func TestFence(t *testing.T) {
+	e := newTestEnv(t, "")
+	a := e.start("sleep 300", "A")
+	b := e.start("sleep 300", "B")
+	open := e.start("sleep 300", "")
+	for _, tt := range []struct{ id, caller string }{{a, "B"}, {b, "A"}, {a, ""}, {b, ""}} {
+		for _, req := range []string{outputReq(tt.id, tt.caller, ""), outputReq(tt.id, tt.caller, `"wait":true,"timeout_ms":100`),
+			sessionReq("bash_kill", `{"task_id":`+jsonString(tt.id)+`}`, tt.caller)} {
+			if got := e.call(req).text(); got != "Error: task "+tt.id+" belongs to another session" {
+				t.Errorf("%s: %q", req, got)
+			}
+		}
+	}
+	lists := map[string]string{
+		"A": a + " running — sleep 300\n" + open + " running — sleep 300",
+		"B": b + " running — sleep 300\n" + open + " running — sleep 300",
+		"":  open + " running — sleep 300",
+	}
+	for caller, want := range lists {
+		if got := e.call(sessionReq("bash_list", "{}", caller)).text(); got != want {
+			t.Errorf("list for %q = %q, want %q", caller, got, want)
+		}
+	}
+	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(open)+`}`, "B")).text(); got != "killed background task "+open {
+		t.Errorf("ownerless kill = %q", got)
+	}
+	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(a)+`}`, "A")).text(); got != "killed background task "+a {
+		t.Errorf("own kill = %q", got)
+	}
+}
+
+// TestNoticesOnce: a settled task's notice reaches its owner once, even
+// when responses race, and never another session.
+func TestNoticesOnce(t *testing.T) {
+	e := newTestEnv(t, "")
+	// The tasks settle only once all have started: a start's own response
+	// would carry the notices of tasks settled before it.
+	gate := "until [ -e go ]; do sleep 0.02; done; "
+	for _, cmd := range []string{"true", "exit 4", "kill -KILL $$"} {
+		e.start(gate+cmd, "A")
+	}
+	e.start(gate+"true", "B")
+	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o644)
+	waitFor(t, 10*time.Second, "every task to settle", func() bool {
+		n, _ := filepath.Glob(filepath.Join(e.stateDir, "tasks", "*", "status.json"))
+		return len(n) == 4
+	})
+	var mu sync.Mutex
+	var notices []string
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.call(sessionReq("bash_list", "{}", "A"))
+			mu.Lock()
+			notices = append(notices, r.Notices...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Strings(notices)
+	golden(t, "notices", strings.Join(notices, "\n"))
+	if r := e.call(sessionReq("bash_list", "{}", "A")); len(r.Notices) != 0 {
+		t.Errorf("notices delivered again: %v", r.Notices)
+	}
+	if r := e.call(sessionReq("bash_list", "{}", "B")); len(r.Notices) != 1 || !strings.Contains(r.Notices[0], "bash-4") {
+		t.Errorf("session B notices = %v", r.Notices)
+	}
+}
+
+// TestLossyRead: unread output beyond max_output_bytes is dropped from the
+// read, which names the complete file, or (unavailable) without one.
+func TestLossyRead(t *testing.T) {
+	e := newTestEnv(t, "max_output_bytes = 100\nmax_spill_bytes = 10000\n")
+	id := e.start("seq 1 1000", "A")
+	r := e.waitDone(id, "A")
+	golden(t, "with_file", e.scrub(r.text()))
+	full, _ := os.ReadFile(filepath.Join(e.stateDir, "tasks", id, "stdout.log"))
+	if lines := strings.Count(string(full), "\n"); lines != 1000 {
+		t.Errorf("the complete file has %d lines, want 1000", lines)
+	}
+	id = e.start("seq 1 5000", "A")
+	golden(t, "unavailable", e.scrub(e.waitDone(id, "A").text()))
+	if _, err := os.Stat(filepath.Join(e.stateDir, "tasks", id, "stdout.log")); err == nil {
+		t.Error("the complete file was kept past max_spill_bytes")
+	}
+}
+
+// TestWaitTimeout: a wait that times out is not an error and leaves the
+// task running.
+func TestWaitTimeout(t *testing.T) {
+	e := newTestEnv(t, "")
+	id := e.start("sleep 300", "A")
+	start := time.Now()
+	r := e.call(outputReq(id, "A", `"wait":true,"timeout_ms":400`))
+	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
+		t.Errorf("the wait took %v", took)
+	}
+	if r.IsError || r.text() != "(no new output)\n[status: running]" {
+		t.Errorf("response = %q (isError %v)", r.text(), r.IsError)
+	}
+	start = time.Now()
+	id2 := e.start("sleep 0.3; echo done", "A")
+	if got := e.call(outputReq(id2, "A", `"wait":true`)).text(); got != "done\n[status: completed, exit code: 0]" {
+		t.Errorf("wait = %q", got)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a wait for a 0.3s task took %v", took)
+	}
+}
+
+// TestTaskLimit: max_tasks_per_session running tasks per owner.
+func TestTaskLimit(t *testing.T) {
+	e := newTestEnv(t, "[background]\nmax_tasks_per_session = 2\n")
+	e.start("sleep 300", "A")
+	e.start("sleep 300", "A")
+	golden(t, "limit", e.call(startReq("sleep 300", "A")).text())
+	e.start("sleep 300", "B")
+	e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "A"))
+	e.start("true", "A")
+}
+
+// TestBoundedTaskOutput: a task printing without end keeps a bounded tail
+// on disk and never fills it.
+func TestBoundedTaskOutput(t *testing.T) {
+	e := newTestEnv(t, "max_output_bytes = 1000\nmax_spill_bytes = 100000\n")
+	id := e.start("yes bashcall", "A")
+	dir := filepath.Join(e.stateDir, "tasks", id)
+	waitFor(t, 30*time.Second, "20 MB of output", func() bool {
+		f, err := os.Open(filepath.Join(dir, "stdout.tail"))
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		total, _ := readTailHeader(f)
+		return total > 20<<20
+	})
+	var size int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if size > 100000+3000+4096 {
+		t.Errorf("the task's directory holds %d bytes after 20 MB of output", size)
+	}
+	r := e.call(outputReq(id, "A", ""))
+	if !strings.Contains(r.text(), "[some output was dropped from memory; full output: (unavailable)]") {
+		t.Errorf("read = %q", r.text()[max(0, len(r.text())-200):])
+	}
+}
+
+// TestPrivateState: every directory under the state dir is 0700 and every
+// file 0600.
+func TestPrivateState(t *testing.T) {
+	e := newTestEnv(t, "max_output_bytes = 10\n")
+	e.start("seq 1 100", "A")
+	e.waitDone("bash-1", "A")
+	e.call(bashReq("seq 1 100", ""))
+	e.run("", "mode", "-session", "A", "read-only")
+	filepath.WalkDir(e.stateDir, func(p string, d fs.DirEntry, err error) error {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil
+		}
+		want := fs.FileMode(0o600)
+		if fi.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want || fi.Mode()&fs.ModeSymlink != 0 {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode(), want)
+		}
+		return nil
+	})
+}
+
+// TestGC: gc removes settled tasks and spill files older than the
+// retention, never a running task.
+func TestGC(t *testing.T) {
+	e := newTestEnv(t, "max_output_bytes = 10\n")
+	done := e.start("true", "A")
+	e.waitDone(done, "A")
+	running := e.start("sleep 300", "A")
+	e.call(bashReq("seq 1 100", ""))
+	if r := e.run("", "gc"); r.stdout != "removed 0 finished tasks and 0 spill files\n" {
+		t.Errorf("gc with the default retention: %q %s", r.stdout, r.stderr)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if r := e.run("", "gc", "-older-than", "1ms"); r.stdout != "removed 1 finished tasks and 1 spill files\n" {
+		t.Errorf("gc: %q %s", r.stdout, r.stderr)
+	}
+	if got := e.call(sessionReq("bash_list", "{}", "A")).text(); got != running+" running — sleep 300" {
+		t.Errorf("list after gc = %q", got)
+	}
+	if r := e.run("", "gc", "-older-than", "soon"); r.code != 2 {
+		t.Errorf("bad duration: exit %d", r.code)
+	}
+}
