@@ -1,10 +1,405 @@
 package main
 
+// bashcall serve: calls dropped as files into a spool directory, answered
+// at most once (PROTOCOL.md section 8).
+//
+//	DIR/tmp/  a client writes NAME.json here first
+//	DIR/new/  then renames it here
+//	DIR/cur/  a worker claims a call by renaming it here
+//	DIR/out/  the response, NAME.json, appears here by a rename
+//
+// A worker opens a call and takes an flock on it before renaming it into
+// cur/, and holds the lock until the response exists and the claim is
+// removed. So a call in cur/ that nobody locks was claimed by a process
+// that died: it is answered as interrupted and never run again. Each call
+// runs in its own bashcall process, which is the subreaper of its command
+// and dies (aborting the command) if serve dies.
+
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 )
 
+// spool is one serving process.
+type spool struct {
+	dir      string
+	inv      *invocation
+	cfgPath  string
+	workers  int
+	stderr   io.Writer
+	mu       sync.Mutex
+	inflight map[string]bool
+	children map[*os.Process]bool
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+// runServe answers calls dropped into -spool DIR until SIGINT or SIGTERM,
+// or, with -once, until what was waiting is answered.
 func runServe(args []string, stdout, stderr io.Writer) error {
-	return errors.New("serve: not built yet")
+	var c commonFlags
+	fs := newFlagSet("serve", stderr, &c)
+	dirFlag := fs.String("spool", "", "answer calls dropped into `DIR`")
+	workersFlag := fs.Int("workers", 0, "answer `N` calls at once (default: [spool] workers)")
+	onceFlag := fs.Bool("once", false, "answer what is waiting, then exit")
+	if err := parseFlags(fs, args, 0); err != nil {
+		return err
+	}
+	if *dirFlag == "" {
+		return usageError{errors.New("serve: -spool DIR is required")}
+	}
+	inv, err := loadSettings(&c, true)
+	if err != nil {
+		return err
+	}
+	s := &spool{inv: inv, cfgPath: inv.cfg.path, workers: int(inv.cfg.Spool.Workers), stderr: stderr,
+		inflight: map[string]bool{}, children: map[*os.Process]bool{}}
+	if *workersFlag < 0 || *workersFlag > 1024 {
+		return usageError{fmt.Errorf("serve: -workers must be between 1 and 1024, got %d", *workersFlag)}
+	}
+	if *workersFlag > 0 {
+		s.workers = *workersFlag
+	}
+	if s.dir, err = prepareSpool(*dirFlag); err != nil {
+		return err
+	}
+	return s.serve(*onceFlag)
+}
+
+// prepareSpool creates the spool directories that are missing, 0700.
+func prepareSpool(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("spool dir %q: %w", dir, err)
+	}
+	canon, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("spool dir %q: %w", dir, err)
+	}
+	for _, sub := range []string{"tmp", "new", "cur", "out"} {
+		if err := os.Mkdir(filepath.Join(canon, sub), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("spool dir %q: %w", dir, err)
+		}
+	}
+	return canon, nil
+}
+
+// serve is the dispatch loop: rescan on every wake-up, until stopped.
+func (s *spool) serve(once bool) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	queue := make(chan string)
+	for i := 0; i < s.workers; i++ {
+		go s.worker(queue)
+	}
+	w := newWatcher(filepath.Join(s.dir, "new"), 0, 0)
+	defer w.close()
+	stopped := make(chan struct{})
+	go func() {
+		<-sigs
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
+		close(stopped)
+		w.interrupt()
+		s.finish(sigs)
+	}()
+	fmt.Fprintf(s.stderr, "bashcall serve: answering calls in %s with %d workers\n", s.dir, s.workers)
+	for {
+		s.recoverInterrupted()
+		names := s.waiting()
+		s.dispatch(queue, names, stopped)
+		if once {
+			s.wg.Wait()
+		}
+		select {
+		case <-stopped:
+			s.wg.Wait()
+			return nil
+		default:
+		}
+		if once {
+			if len(names) == 0 {
+				return nil
+			}
+			continue
+		}
+		// New calls wake the watcher at once; the periodic rescan only
+		// finds claims left by a serve process that died meanwhile.
+		w.wait(time.Minute)
+	}
+}
+
+// dispatch hands names to the workers; once stopped, the rest are let go.
+func (s *spool) dispatch(queue chan<- string, names []string, stopped <-chan struct{}) {
+	for i, name := range names {
+		select {
+		case queue <- name:
+		case <-stopped:
+			s.mu.Lock()
+			for _, n := range names[i:] {
+				delete(s.inflight, n)
+				s.wg.Done()
+			}
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// waiting lists the calls in new/ that no worker is on yet, marking them.
+func (s *spool) waiting() []string {
+	d, err := os.Open(filepath.Join(s.dir, "new"))
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, n := range names {
+		if !s.inflight[n] {
+			s.inflight[n] = true
+			s.wg.Add(1)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (s *spool) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight) == 0
+}
+
+// finish runs after the first SIGINT/SIGTERM: calls in flight get grace_ms
+// to finish, then are aborted; a second signal aborts them at once.
+func (s *spool) finish(sigs <-chan os.Signal) {
+	select {
+	case <-time.After(s.inv.grace()):
+	case <-sigs:
+	}
+	s.mu.Lock()
+	for p := range s.children {
+		p.Signal(syscall.SIGTERM)
+	}
+	s.mu.Unlock()
+}
+
+// worker answers the calls it is handed.
+func (s *spool) worker(queue <-chan string) {
+	for name := range queue {
+		s.mu.Lock()
+		stopping := s.stopping
+		s.mu.Unlock()
+		if !stopping {
+			s.claim(name)
+		}
+		s.mu.Lock()
+		delete(s.inflight, name)
+		s.mu.Unlock()
+		s.wg.Done()
+	}
+}
+
+// claim takes new/NAME (lock, then rename into cur/) and answers it.
+func (s *spool) claim(name string) {
+	src := filepath.Join(s.dir, "new", name)
+	if _, ok := responseName(name); !ok {
+		s.moveAside(name, src, "no response name can be derived from it")
+		return
+	}
+	f, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			s.reject(name, src, "the call cannot be opened: "+describeOpenError(err))
+		}
+		return
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return // another worker is claiming it
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		s.reject(name, src, "the call is not a regular file")
+		return
+	}
+	claimed := filepath.Join(s.dir, "cur", name)
+	if err := os.Rename(src, claimed); err != nil {
+		return // claimed by another worker or serve process
+	}
+	resp := s.answer(f)
+	if err := s.respond(name, resp); err != nil {
+		fmt.Fprintf(s.stderr, "bashcall serve: %s: %v\n", name, err)
+		return // keep the claim: the next start answers it as interrupted
+	}
+	os.Remove(claimed)
+}
+
+// answer runs the call in its own bashcall process and returns the
+// response line.
+func (s *spool) answer(f *os.File) []byte {
+	data, err := io.ReadAll(io.LimitReader(f, maxRequestBytes+1))
+	if err != nil {
+		return errorLine(nil, &invalidRequest{why: "reading the call: " + err.Error()})
+	}
+	args := []string{"-state-dir", s.inv.stateDir}
+	if s.cfgPath != "" {
+		args = append(args, "-config", s.cfgPath)
+	}
+	cmd := exec.Command(selfExe(), args...)
+	cmd.Args[0] = "bashcall"
+	cmd.Stdin = strings.NewReader(string(data))
+	cmd.Env = append(os.Environ(), "BASHCALL_SPOOL_DIR="+s.dir)
+	cmd.SysProcAttr = serveChildSysProcAttr()
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &limitedWriter{w: &errOut, n: 4096}
+	if err := cmd.Start(); err != nil {
+		return errorLine(nil, fmt.Errorf("starting bashcall: %w", err))
+	}
+	s.mu.Lock()
+	s.children[cmd.Process] = true
+	s.mu.Unlock()
+	err = cmd.Wait()
+	s.mu.Lock()
+	delete(s.children, cmd.Process)
+	s.mu.Unlock()
+	if line := out.String(); strings.HasPrefix(line, "{") && strings.HasSuffix(line, "}\n") {
+		return []byte(line)
+	}
+	return errorLine(requestID(data), fmt.Errorf("bashcall failed (%v): %s", err, strings.TrimSpace(errOut.String())))
+}
+
+// respond writes out/NAME.json through a temporary name and a rename.
+func (s *spool) respond(name string, line []byte) error {
+	dst, ok := responseName(name)
+	if !ok {
+		return fmt.Errorf("no response name can be derived from %q", name)
+	}
+	dst = filepath.Join(s.dir, "out", dst)
+	f, tmp, err := createPrivate(filepath.Join(s.dir, "out"), "."+filepath.Base(dst)+".tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// responseName is NAME.json for NAME or NAME.json.
+func responseName(name string) (string, bool) {
+	if !strings.HasSuffix(name, ".json") {
+		name += ".json"
+	}
+	return name, len(name) <= 200 && !strings.HasPrefix(name, ".")
+}
+
+// reject answers an entry that is not a readable regular file, moving it
+// aside to rejected/ so that it is not seen again.
+func (s *spool) reject(name, path, why string) {
+	if err := s.respond(name, errorLine(nil, &invalidRequest{why: why})); err != nil {
+		fmt.Fprintf(s.stderr, "bashcall serve: %s: %s; %v\n", name, why, err)
+	}
+	s.moveAside(name, path, why)
+}
+
+// moveAside moves an entry to rejected/ and logs why.
+func (s *spool) moveAside(name, path, why string) {
+	fmt.Fprintf(s.stderr, "bashcall serve: %q: %s; moved to rejected/\n", name, why)
+	aside, err := privateDir(s.dir, "rejected")
+	if err == nil {
+		err = os.Rename(path, filepath.Join(aside, fmt.Sprintf("%s.%d", name, time.Now().UnixNano())))
+	}
+	if err != nil {
+		fmt.Fprintf(s.stderr, "bashcall serve: %s: cannot move it aside: %v\n", name, err)
+	}
+}
+
+// recoverInterrupted answers, once, each call in cur/ that no live process
+// holds: it was claimed by a serve that stopped before answering.
+func (s *spool) recoverInterrupted() {
+	d, err := os.Open(filepath.Join(s.dir, "cur"))
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		s.recoverOne(name)
+	}
+}
+
+func (s *spool) recoverOne(name string) {
+	p := filepath.Join(s.dir, "cur", name)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return // being answered
+	}
+	if still, err := os.Lstat(p); err != nil || !os.SameFile(still, mustStat(f)) {
+		return // answered and removed meanwhile
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, maxRequestBytes))
+	line := errorLine(requestID(data), toolErrorf("interrupted: the bashcall serve process that claimed this call stopped before answering it; it was not run again"))
+	if err := s.respond(name, line); err != nil {
+		fmt.Fprintf(s.stderr, "bashcall serve: %s: %v\n", name, err)
+		return
+	}
+	os.Remove(p)
+}
+
+func mustStat(f *os.File) os.FileInfo {
+	fi, _ := f.Stat()
+	return fi
+}
+
+// errorLine is a response line for err, echoing id when known.
+func errorLine(id []byte, err error) []byte {
+	resp := &response{ID: id}
+	setError(resp, err)
+	var b strings.Builder
+	encodeResponse(&b, resp)
+	return []byte(b.String())
+}
+
+// requestID extracts the id of a call, if it has a usable one.
+func requestID(data []byte) []byte {
+	if req, err := parseRequest(data); err == nil {
+		return req.ID
+	}
+	return nil
+}
+
+// describeOpenError words why a spool entry cannot be opened.
+func describeOpenError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		if pe.Err == syscall.ELOOP {
+			return "it is a symbolic link"
+		}
+		return pe.Err.Error()
+	}
+	return err.Error()
 }

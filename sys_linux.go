@@ -243,3 +243,9 @@ func (w *watcher) close() {
 		unix.Close(w.wake)
 	}
 }
+
+// serveChildSysProcAttr makes a call's bashcall process abort (and stop its
+// command) when serve dies.
+func serveChildSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+}

@@ -48,3 +48,5 @@ func newWatcher(string, int, uint64) *watcher { return &watcher{} }
 func (w *watcher) wait(timeout time.Duration) { time.Sleep(min(max(timeout, 0), 50*time.Millisecond)) }
 func (w *watcher) close()                     {}
 func (w *watcher) interrupt()                 {}
+
+func serveChildSysProcAttr() *syscall.SysProcAttr { return nil }

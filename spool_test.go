@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// spoolServer is a running bashcall serve.
+type spoolServer struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// serve starts bashcall serve on dir.
+func (e *testEnv) serve(dir string, args ...string) *spoolServer {
+	e.t.Helper()
+	c := e.cmd(append([]string{"serve", "-spool", dir}, args...)...)
+	s := &spoolServer{cmd: c, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	c.Stderr = s.stderr
+	if err := c.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { s.done <- c.Wait() }()
+	e.t.Cleanup(func() {
+		c.Process.Kill()
+		<-s.done
+	})
+	waitFor(e.t, 10*time.Second, "the spool directories", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "out"))
+		return err == nil
+	})
+	return s
+}
+
+// stop sends sig and waits for serve to exit.
+func (s *spoolServer) stop(t *testing.T, sig syscall.Signal) error {
+	t.Helper()
+	s.cmd.Process.Signal(sig)
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit")
+		return nil
+	}
+}
+
+// drop writes a call the way a client does: into tmp/, then renamed to new/.
+func drop(t *testing.T, dir, name, call string) {
+	t.Helper()
+	tmp := filepath.Join(dir, "tmp", name)
+	if err := os.WriteFile(tmp, []byte(call), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "new", name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitResponse waits for out/NAME.json and decodes it.
+func awaitResponse(t *testing.T, dir, name string) wireResponse {
+	t.Helper()
+	p := filepath.Join(dir, "out", strings.TrimSuffix(name, ".json")+".json")
+	var b []byte
+	waitFor(t, 30*time.Second, "response "+p, func() bool {
+		var err error
+		b, err = os.ReadFile(p)
+		return err == nil
+	})
+	return decodeResponse(t, string(b))
+}
+
+// TestSpoolConcurrent: many calls, several workers, answered in parallel
+// time, each exactly once.
+func TestSpoolConcurrent(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	e.serve(dir, "-workers", "8")
+	start := time.Now()
+	for i := 0; i < 16; i++ {
+		drop(t, dir, fmt.Sprintf("c%02d.json", i), fmt.Sprintf(`{"id":"c%d","name":"bash","arguments":{"command":"sleep 0.5; echo %d >> runs; echo done-%d","description":"d"}}`, i, i, i))
+	}
+	for i := 0; i < 16; i++ {
+		r := awaitResponse(t, dir, fmt.Sprintf("c%02d.json", i))
+		if r.text() != fmt.Sprintf("done-%d\n", i) || string(r.ID) != fmt.Sprintf(`"c%d"`, i) {
+			t.Errorf("c%02d: id %s text %q", i, r.ID, r.text())
+		}
+	}
+	took := time.Since(start)
+	t.Logf("16 calls of 0.5s with 8 workers: %v", took)
+	if took > 16*500*time.Millisecond/2 {
+		t.Errorf("16 calls of 0.5s with 8 workers took %v: not answered in parallel", took)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.workspace, "runs"))
+	if n := strings.Count(string(b), "\n"); n != 16 {
+		t.Errorf("%d runs for 16 calls", n)
+	}
+	for _, sub := range []string{"new", "cur", "tmp"} {
+		if left, _ := os.ReadDir(filepath.Join(dir, sub)); len(left) != 0 {
+			t.Errorf("%s/ still holds %d entries", sub, len(left))
+		}
+	}
+}
+
+// TestSpoolTwoServers: two serve processes on one directory run each call
+// exactly once.
+func TestSpoolTwoServers(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	e.serve(dir, "-workers", "4")
+	e.serve(dir, "-workers", "4")
+	const calls = 40
+	for i := 0; i < calls; i++ {
+		drop(t, dir, fmt.Sprintf("c%02d.json", i), fmt.Sprintf(`{"name":"bash","arguments":{"command":"echo %d >> runs","description":"d"}}`, i))
+	}
+	for i := 0; i < calls; i++ {
+		awaitResponse(t, dir, fmt.Sprintf("c%02d.json", i))
+	}
+	b, _ := os.ReadFile(filepath.Join(e.workspace, "runs"))
+	seen := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		seen[l]++
+	}
+	if len(seen) != calls {
+		t.Errorf("%d distinct calls ran, want %d", len(seen), calls)
+	}
+	for l, n := range seen {
+		if n != 1 {
+			t.Errorf("call %s ran %d times", l, n)
+		}
+	}
+}
+
+// TestSpoolCrash: kill -9 of serve mid-call, then a restart: the call is
+// answered as interrupted and did not run twice.
+func TestSpoolCrash(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 300\n")
+	dir := filepath.Join(e.dir, "spool")
+	s := e.serve(dir)
+	drop(t, dir, "long.json", `{"id":"long","name":"bash","arguments":{"command":"echo ran >> runs; sleep 300","description":"d"}}`)
+	waitFor(t, 10*time.Second, "the call to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.workspace, "runs"))
+		return len(b) > 0
+	})
+	s.stop(t, syscall.SIGKILL)
+	if _, err := os.Stat(filepath.Join(dir, "cur", "long.json")); err != nil {
+		t.Fatalf("the claim is not in cur/: %v", err)
+	}
+	e.serve(dir)
+	r := awaitResponse(t, dir, "long.json")
+	golden(t, "interrupted", r.text())
+	if string(r.ID) != `"long"` || !r.IsError {
+		t.Errorf("response = %+v", r)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if b, _ := os.ReadFile(filepath.Join(e.workspace, "runs")); string(b) != "ran\n" {
+		t.Errorf("runs = %q, want one run", b)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 300").Output(); len(out) > 0 {
+		t.Logf("note: a sleep 300 is running on this machine (pids %s)", bytes.TrimSpace(out))
+	}
+}
+
+// TestSpoolSignal: SIGTERM stops claiming, lets a short call finish,
+// aborts a long one after grace_ms, answers both and exits 0.
+func TestSpoolSignal(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 1000\n")
+	dir := filepath.Join(e.dir, "spool")
+	s := e.serve(dir, "-workers", "2")
+	drop(t, dir, "short.json", `{"name":"bash","arguments":{"command":"echo s >> started; sleep 0.5; echo short","description":"d"}}`)
+	drop(t, dir, "long.json", `{"name":"bash","arguments":{"command":"echo l >> started; sleep 300","description":"d"}}`)
+	waitFor(t, 10*time.Second, "both calls to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.workspace, "started"))
+		return len(b) == 4
+	})
+	start := time.Now()
+	if err := s.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve exit: %v\n%s", err, s.stderr)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("serve took %v to stop", took)
+	}
+	if got := awaitResponse(t, dir, "short.json").text(); got != "short\n" {
+		t.Errorf("short = %q", got)
+	}
+	if got := awaitResponse(t, dir, "long.json").text(); got != "Error: command aborted" {
+		t.Errorf("long = %q", got)
+	}
+	if left, _ := os.ReadDir(filepath.Join(dir, "cur")); len(left) != 0 {
+		t.Errorf("cur/ holds %d claims after a clean stop", len(left))
+	}
+}
+
+// TestSpoolBadFiles: every kind of bad entry gets an error response (or is
+// moved aside) and serving goes on.
+func TestSpoolBadFiles(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	e.serve(dir)
+	newDir := filepath.Join(dir, "new")
+	os.WriteFile(filepath.Join(newDir, "garbage.json"), []byte("\x00\xffnot json"), 0o600)
+	os.WriteFile(filepath.Join(newDir, "big.json"), bytes.Repeat([]byte("x"), maxRequestBytes+10), 0o600)
+	os.WriteFile(filepath.Join(newDir, "empty.json"), nil, 0o600)
+	os.Mkdir(filepath.Join(newDir, "adir.json"), 0o700)
+	os.Symlink("/etc/passwd", filepath.Join(newDir, "link.json"))
+	syscall.Mkfifo(filepath.Join(newDir, "fifo.json"), 0o600)
+	os.WriteFile(filepath.Join(newDir, "unreadable.json"), []byte(`{"name":"bash_list"}`), 0o000)
+	os.WriteFile(filepath.Join(newDir, ".hidden"), []byte(`{"name":"bash_list"}`), 0o600)
+	var texts []string
+	for _, name := range []string{"garbage", "big", "empty", "adir", "link", "fifo"} {
+		texts = append(texts, name+": "+awaitResponse(t, dir, name+".json").text())
+	}
+	golden(t, "responses", strings.Join(texts, "\n"))
+	if r := awaitResponse(t, dir, "unreadable.json"); os.Geteuid() != 0 && !r.IsError {
+		t.Errorf("unreadable: %q", r.text())
+	}
+	waitFor(t, 10*time.Second, "the hidden entry to be moved aside", func() bool {
+		left, _ := os.ReadDir(newDir)
+		return len(left) == 0
+	})
+	drop(t, dir, "good.json", `{"name":"bash","arguments":{"command":"echo still serving","description":"d"}}`)
+	if got := awaitResponse(t, dir, "good.json").text(); got != "still serving\n" {
+		t.Errorf("after the bad files: %q", got)
+	}
+}
+
+// TestSpoolOnce: -once answers what is waiting and exits.
+func TestSpoolOnce(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	for _, sub := range []string{"tmp", "new", "cur", "out"} {
+		os.MkdirAll(filepath.Join(dir, sub), 0o700)
+	}
+	for i := 0; i < 5; i++ {
+		drop(t, dir, fmt.Sprintf("c%d.json", i), fmt.Sprintf(`{"name":"bash","arguments":{"command":"echo %d","description":"d"}}`, i))
+	}
+	r := e.run("", "serve", "-spool", dir, "-once")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for i := 0; i < 5; i++ {
+		if got := awaitResponse(t, dir, fmt.Sprintf("c%d.json", i)).text(); got != fmt.Sprintf("%d\n", i) {
+			t.Errorf("c%d = %q", i, got)
+		}
+	}
+}
+
+// TestSpoolLikeStdin: sessions, background tasks, notices, the sandbox and
+// escalation through the request's approval work through the spool.
+func TestSpoolLikeStdin(t *testing.T) {
+	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n")
+	dir := filepath.Join(e.dir, "spool")
+	e.serve(dir)
+	call := func(name, req string) wireResponse {
+		drop(t, dir, name+".json", req)
+		return awaitResponse(t, dir, name)
+	}
+	if got := call("start", startReq("echo bg", "A")).text(); got != "started background task bash-1" {
+		t.Fatalf("start = %q", got)
+	}
+	if got := call("read", outputReq("bash-1", "A", `"wait":true`)).text(); got != "bg\n[status: completed, exit code: 0]" {
+		t.Errorf("read = %q", got)
+	}
+	if got := call("other", outputReq("bash-1", "B", "")).text(); got != "Error: task bash-1 belongs to another session" {
+		t.Errorf("fence = %q", got)
+	}
+	if got := call("denied", bashReq("echo x > f", "")).text(); !strings.Contains(got, "denied under read-only mode") {
+		t.Errorf("sandbox = %q", got)
+	}
+	esc := `{"name":"bash","arguments":{"command":"echo x > f && echo wrote","description":"d","sandbox_permissions":"workspace-write","justification":"write f"},"approval":"allowed-once"}`
+	if got := call("escalated", esc).text(); got != "wrote\n" {
+		t.Errorf("escalation = %q", got)
+	}
+	e.call(startReq("true", "C"))
+	time.Sleep(300 * time.Millisecond)
+	if r := call("notice", sessionReq("bash_list", "{}", "C")); len(r.Notices) != 1 {
+		t.Errorf("notices = %v", r.Notices)
+	}
+	if got := call("spool-protected", `{"name":"bash","arguments":{"command":"echo x > f","description":"d","sandbox_permissions":"workspace-write","justification":"write f"},"approval":"allowed-once","session":{"cwd":`+jsonString(filepath.Join(dir, "tmp"))+`}}`).text(); !strings.Contains(got, "overlaps "+jsonString(dir)) {
+		t.Errorf("a workspace holding the spool: %q", got)
+	}
+}
+
+// TestSpoolIdle: an idle serve uses no CPU.
+func TestSpoolIdle(t *testing.T) {
+	e := newTestEnv(t, "")
+	s := e.serve(filepath.Join(e.dir, "spool"))
+	time.Sleep(300 * time.Millisecond)
+	cpu := func() uint64 {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		var u, k uint64
+		fmt.Sscan(f[11], &u)
+		fmt.Sscan(f[12], &k)
+		return u + k
+	}
+	before := cpu()
+	time.Sleep(2 * time.Second)
+	if used := cpu() - before; used > 1 {
+		t.Errorf("idle serve used %d clock ticks in 2s", used)
+	}
+}
+
