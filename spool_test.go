@@ -309,4 +309,3 @@ func TestSpoolIdle(t *testing.T) {
 		t.Errorf("idle serve used %d clock ticks in 2s", used)
 	}
 }
-
