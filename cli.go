@@ -154,7 +154,7 @@ func (inv *invocation) gcTasks(cutoff time.Time) int {
 		if f == nil || time.UnixMilli(f.FinishedAt).After(cutoff) {
 			continue
 		}
-		for _, sub := range []string{"tasks", "pending"} {
+		for _, sub := range []string{"tasks", "pending", "running"} {
 			os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id))
 		}
 		if os.RemoveAll(t.dir) == nil {

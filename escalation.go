@@ -102,11 +102,13 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 }
 
 // sessionDir is the state dir's directory of one owner key.
-func (inv *invocation) sessionDir(key string) string {
+func (inv *invocation) sessionDir(key string) string { return sessionDir(inv.stateDir, key) }
+
+func sessionDir(stateDir, key string) string {
 	if key == "" {
 		key = "none"
 	}
-	return filepath.Join(inv.stateDir, "sessions", key)
+	return filepath.Join(stateDir, "sessions", key)
 }
 
 // standingMode is the session's stored mode, else the configured default.
@@ -142,7 +144,7 @@ func (inv *invocation) ensureSessionDir(key string) (string, error) {
 		return "", err
 	}
 	dir := inv.sessionDir(key)
-	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending")} {
+	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending"), filepath.Join(dir, "running")} {
 		if _, err := privateDir(d); err != nil {
 			return "", err
 		}

@@ -134,7 +134,7 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(t.dir, "status.json"), final)
+	return t.record(final)
 }
 
 // supervise runs the command and returns its final status.

@@ -14,6 +14,7 @@ package main
 //	tasks/bash-N/kill             bash_kill asked for this task to stop
 //	tasks/bash-N/status.json      the final status, written by a rename
 //	sessions/<key>/tasks/bash-N   the tasks of one owner
+//	sessions/<key>/running/bash-N a task not known to have settled
 //	sessions/<key>/pending/bash-N a completion notice not yet delivered
 //	sessions/<key>/mode           a standing sandbox mode
 //
@@ -184,8 +185,18 @@ func (t *task) settleOrphan() *taskFinal {
 		stopSession(cmd.PID, cmd.Start)
 	}
 	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "the supervisor exited without recording how the command ended"}
-	writeJSON(filepath.Join(t.dir, "status.json"), &f)
+	t.record(&f)
 	return &f
+}
+
+// record writes the final status and clears the running mark.
+func (t *task) record(f *taskFinal) error {
+	if err := writeJSON(filepath.Join(t.dir, "status.json"), f); err != nil {
+		return err
+	}
+	stateDir := filepath.Dir(filepath.Dir(t.dir))
+	os.Remove(filepath.Join(sessionDir(stateDir, t.meta.Owner), "running", t.id))
+	return nil
 }
 
 // stopSession kills, at once, every process left in the session that the
@@ -238,12 +249,15 @@ func (inv *invocation) ownedIDs(key, sub string) []string {
 	return ids
 }
 
-// runningCount counts an owner's tasks that still run.
+// runningCount counts an owner's tasks that still run. Only the tasks
+// marked running are looked at, so the cost does not grow with history.
 func (inv *invocation) runningCount(key string) int {
 	n := 0
-	for _, id := range inv.ownedIDs(key, "tasks") {
+	for _, id := range inv.ownedIDs(key, "running") {
 		if t, err := inv.loadTask(id); err == nil && t.final() == nil {
 			n++
+		} else {
+			os.Remove(filepath.Join(inv.sessionDir(key), "running", id))
 		}
 	}
 	return n
@@ -302,7 +316,7 @@ func (inv *invocation) allocateTask(meta *taskMeta) (*task, error) {
 // recordOwnership files the task under its owner, with a pending notice
 // when it has one to receive it.
 func (inv *invocation) recordOwnership(t *task) error {
-	dirs := []string{"tasks"}
+	dirs := []string{"tasks", "running"}
 	if t.meta.Owner != "" {
 		dirs = append(dirs, "pending")
 	}

@@ -1,0 +1,252 @@
+package main
+
+// Benchmarks that compare bashcall side by side with what it replaces, in
+// one run, and report ratios. They build the real binary (no test
+// instrumentation). Run them with bench/run, or:
+//
+//	go test -run '^$' -bench . -benchtime 200x
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	benchOnce sync.Once
+	benchBin  string
+	benchErr  error
+)
+
+// benchBinary builds bashcall once, as a user would.
+func benchBinary(b *testing.B) string {
+	benchOnce.Do(func() {
+		dir, err := os.MkdirTemp(testBase, "bin-")
+		if err != nil {
+			benchErr = err
+			return
+		}
+		benchBin = filepath.Join(dir, "bashcall")
+		out, err := exec.Command("go", "build", "-o", benchBin, ".").CombinedOutput()
+		if err != nil {
+			benchErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return benchBin
+}
+
+// benchEnv is a state dir, workspace and config for the built binary.
+type benchEnv struct {
+	b                        *testing.B
+	bin, config, state, work string
+}
+
+func newBenchEnv(b *testing.B, config string) *benchEnv {
+	dir, err := os.MkdirTemp(testBase, "bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	e := &benchEnv{b: b, bin: benchBinary(b), config: filepath.Join(dir, "config.toml"),
+		state: filepath.Join(dir, "state"), work: filepath.Join(dir, "ws")}
+	os.Mkdir(e.work, 0o755)
+	os.WriteFile(e.config, []byte(config), 0o600)
+	return e
+}
+
+// run runs the binary on a request and returns its stdout and rusage.
+func (e *benchEnv) run(req string, args ...string) (string, *syscall.Rusage) {
+	c := exec.Command(e.bin, append([]string{"-config", e.config, "-state-dir", e.state}, args...)...)
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		c.Args = append([]string{e.bin, args[0], "-config", e.config, "-state-dir", e.state}, args[1:]...)
+	}
+	c.Dir = e.work
+	c.Stdin = strings.NewReader(req)
+	out, err := c.Output()
+	if err != nil {
+		e.b.Fatalf("%s: %v\n%s", req, err, out)
+	}
+	return string(out), c.ProcessState.SysUsage().(*syscall.Rusage)
+}
+
+// timeIt runs f and returns how long it took.
+func timeIt(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+func runCmd(b *testing.B, name string, args ...string) {
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
+
+func ms(d time.Duration, n int) float64 { return float64(d) / float64(n) / 1e6 }
+
+// BenchmarkCallOverhead: bashcall on true, unconfined and sandboxed,
+// against bash -c true and bwrap, interleaved so that each sees the same
+// machine. Also a Go program that only spawns bash, the floor for any Go
+// supervisor on this machine.
+func BenchmarkCallOverhead(b *testing.B) {
+	full := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
+	boxed := newBenchEnv(b, "")
+	req := bashReq("true", "")
+	bwrap, _ := exec.LookPath("bwrap")
+	var tBash, tFull, tBoxed, tBwrap time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tBash += timeIt(func() { runCmd(b, "bash", "-c", "true") })
+		tFull += timeIt(func() { full.run(req) })
+		tBoxed += timeIt(func() { boxed.run(req) })
+		if bwrap != "" {
+			tBwrap += timeIt(func() { runCmd(b, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "true") })
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(tBash, b.N), "bash-ms/op")
+	b.ReportMetric(ms(tFull, b.N), "unconfined-ms/op")
+	b.ReportMetric(ms(tBoxed, b.N), "sandboxed-ms/op")
+	b.ReportMetric(float64(tFull)/float64(tBash), "unconfined/bash")
+	b.ReportMetric(ms(tBoxed-tFull, b.N), "landlock-adds-ms")
+	if bwrap != "" {
+		b.ReportMetric(ms(tBwrap, b.N), "bwrap-ms/op")
+		b.ReportMetric(float64(tBoxed)/float64(tBwrap), "sandboxed/bwrap")
+	} else {
+		b.Log("bwrap is not installed (bench/run installs Debian's bubblewrap); no bwrap column")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkThroughput streams 1 GB through bashcall against a pipe into
+// cat, and reports bashcall's peak RSS against an empty call's.
+func BenchmarkThroughput(b *testing.B) {
+	e := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
+	const size = 1 << 30
+	produce := fmt.Sprintf("head -c %d /dev/zero", size)
+	_, empty := e.run(bashReq("true", ""))
+	var tPipe, tCall time.Duration
+	var peak int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tPipe += timeIt(func() { runCmd(b, "bash", "-c", produce+" | cat >/dev/null") })
+		tCall += timeIt(func() {
+			_, ru := e.run(bashReq(produce, ""))
+			peak = max(peak, ru.Maxrss)
+		})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(size)*float64(b.N)/tPipe.Seconds()/1e6, "pipe-MB/s")
+	b.ReportMetric(float64(size)*float64(b.N)/tCall.Seconds()/1e6, "bashcall-MB/s")
+	b.ReportMetric(tPipe.Seconds()/tCall.Seconds(), "throughput-ratio")
+	b.ReportMetric(float64(empty.Maxrss)/1024, "empty-call-peak-MiB")
+	b.ReportMetric(float64(peak)/1024, "1GB-call-peak-MiB")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkBackground: starting a background task against a foreground
+// true, and a bash_output finding nothing new on a task that wrote 100 MB
+// against one on an empty task (a read costs O(new bytes)).
+func BenchmarkBackground(b *testing.B) {
+	e := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n[background]\nmax_tasks_per_session = 100000\n")
+	big := startTaskID(b, e, "head -c 104857600 /dev/zero; sleep 3600")
+	empty := startTaskID(b, e, "sleep 3600")
+	defer e.run(`{"name":"bash_kill","arguments":{"task_id":"` + big + `"}}`)
+	defer e.run(`{"name":"bash_kill","arguments":{"task_id":"` + empty + `"}}`)
+	for {
+		out, _ := e.run(`{"name":"bash_output","arguments":{"task_id":"` + big + `"}}`)
+		if f, err := os.Open(filepath.Join(e.state, "tasks", big, "stdout.tail")); err == nil {
+			total, _ := readTailHeader(f)
+			f.Close()
+			if total == 104857600 && strings.Contains(out, "[status: running]") {
+				e.run(`{"name":"bash_output","arguments":{"task_id":"` + big + `"}}`)
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var tFg, tStart, tReadBig, tReadEmpty time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tFg += timeIt(func() { e.run(bashReq("true", "")) })
+		tStart += timeIt(func() { e.run(bashReq("true", `"run_in_background":true`)) })
+		tReadBig += timeIt(func() { e.run(`{"name":"bash_output","arguments":{"task_id":"` + big + `"}}`) })
+		tReadEmpty += timeIt(func() { e.run(`{"name":"bash_output","arguments":{"task_id":"` + empty + `"}}`) })
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(tFg, b.N), "foreground-ms/op")
+	b.ReportMetric(ms(tStart, b.N), "start-ms/op")
+	b.ReportMetric(float64(tStart)/float64(tFg), "start/foreground")
+	b.ReportMetric(ms(tReadBig, b.N), "read-100MB-task-ms/op")
+	b.ReportMetric(ms(tReadEmpty, b.N), "read-empty-task-ms/op")
+	b.ReportMetric(float64(tReadBig)/float64(tReadEmpty), "read-ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+func startTaskID(b *testing.B, e *benchEnv, command string) string {
+	out, _ := e.run(bashReq(command, `"run_in_background":true`))
+	i := strings.Index(out, "started background task ")
+	if i < 0 {
+		b.Fatalf("start: %s", out)
+	}
+	id := out[i+len("started background task "):]
+	return id[:strings.IndexByte(id, '"')]
+}
+
+// BenchmarkSpool: calls per second through the spool with 1, 2 and 4
+// workers against one bashcall process per call on stdin.
+func BenchmarkSpool(b *testing.B) {
+	e := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
+	calls := 100 * b.N
+	req := bashReq("true", "")
+	stdin := timeIt(func() {
+		for i := 0; i < calls; i++ {
+			e.run(req)
+		}
+	})
+	b.ReportMetric(float64(calls)/stdin.Seconds(), "stdin-calls/s")
+	for _, workers := range []int{1, 2, 4} {
+		dir := filepath.Join(e.work, fmt.Sprintf("spool-%d", workers))
+		c := exec.Command(e.bin, "serve", "-config", e.config, "-state-dir", e.state, "-spool", dir, "-workers", fmt.Sprint(workers))
+		c.Stderr = new(bytes.Buffer)
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		took := timeIt(func() {
+			for i := 0; i < calls; i++ {
+				name := fmt.Sprintf("c%d.json", i)
+				os.WriteFile(filepath.Join(dir, "tmp", name), []byte(req), 0o600)
+				os.Rename(filepath.Join(dir, "tmp", name), filepath.Join(dir, "new", name))
+			}
+			for i := 0; i < calls; i++ {
+				for {
+					if _, err := os.Stat(filepath.Join(dir, "out", fmt.Sprintf("c%d.json", i))); err == nil {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+		c.Process.Signal(syscall.SIGTERM)
+		c.Wait()
+		b.ReportMetric(float64(calls)/took.Seconds(), fmt.Sprintf("spool-%dw-calls/s", workers))
+		b.ReportMetric(stdin.Seconds()/took.Seconds(), fmt.Sprintf("spool-%dw/stdin", workers))
+	}
+	b.ReportMetric(0, "ns/op")
+}
