@@ -94,19 +94,55 @@ func runCmd(b *testing.B, name string, args ...string) {
 
 func ms(d time.Duration, n int) float64 { return float64(d) / float64(n) / 1e6 }
 
+// floorSource is the least a Go program can do to run bash -c true and
+// collect its output: the floor under any Go supervisor on this machine.
+const floorSource = `package main
+
+import (
+	"io"
+	"os/exec"
+)
+
+func main() {
+	c := exec.Command("bash", "-c", "true")
+	out, _ := c.StdoutPipe()
+	c.Start()
+	io.ReadAll(out)
+	c.Wait()
+}
+`
+
+// buildFloor builds floorSource.
+func buildFloor(b *testing.B) string {
+	dir, err := os.MkdirTemp(testBase, "floor-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(floorSource), 0o600)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module floor\n\ngo 1.22\n"), 0o600)
+	c := exec.Command("go", "build", "-o", "floor", ".")
+	c.Dir = dir
+	if out, err := c.CombinedOutput(); err != nil {
+		b.Fatalf("building the floor program: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "floor")
+}
+
 // BenchmarkCallOverhead: bashcall on true, unconfined and sandboxed,
 // against bash -c true and bwrap, interleaved so that each sees the same
-// machine. Also a Go program that only spawns bash, the floor for any Go
-// supervisor on this machine.
+// machine; and against a Go program that only spawns bash, the floor for
+// any Go supervisor on this machine.
 func BenchmarkCallOverhead(b *testing.B) {
 	full := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
 	boxed := newBenchEnv(b, "")
 	req := bashReq("true", "")
 	bwrap, _ := exec.LookPath("bwrap")
-	var tBash, tFull, tBoxed, tBwrap time.Duration
+	floor := buildFloor(b)
+	var tBash, tFloor, tFull, tBoxed, tBwrap time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tBash += timeIt(func() { runCmd(b, "bash", "-c", "true") })
+		tFloor += timeIt(func() { runCmd(b, floor) })
 		tFull += timeIt(func() { full.run(req) })
 		tBoxed += timeIt(func() { boxed.run(req) })
 		if bwrap != "" {
@@ -115,6 +151,8 @@ func BenchmarkCallOverhead(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(ms(tBash, b.N), "bash-ms/op")
+	b.ReportMetric(ms(tFloor, b.N), "go-floor-ms/op")
+	b.ReportMetric(ms(tFull-tFloor, b.N), "unconfined-over-floor-ms")
 	b.ReportMetric(ms(tFull, b.N), "unconfined-ms/op")
 	b.ReportMetric(ms(tBoxed, b.N), "sandboxed-ms/op")
 	b.ReportMetric(float64(tFull)/float64(tBash), "unconfined/bash")

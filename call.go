@@ -39,6 +39,11 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f, ok := stdin.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			fmt.Fprintln(stderr, "bashcall: reading one call (JSON) from the terminal; end it with Ctrl-D, or see bashcall -h")
+		}
+	}
 	data, err := readRequest(stdin)
 	var req *request
 	if err == nil {

@@ -106,6 +106,10 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) != 2 {
 		return usageError{errors.New("supervisor usage: __supervise STATEDIR ID")}
 	}
+	// Catch bash_kill's SIGTERM from the first moment the supervisor is on
+	// record: one arriving before the command starts stops it at once.
+	abort := make(chan os.Signal, 2)
+	signal.Notify(abort, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	inv := &invocation{stateDir: args[0]}
 	t, err := inv.loadTask(args[1])
 	if err != nil {
@@ -130,7 +134,7 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	defer ready()
-	final, err := t.supervise(&spec, ready)
+	final, err := t.supervise(&spec, ready, abort)
 	if err != nil {
 		return err
 	}
@@ -138,15 +142,13 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 }
 
 // supervise runs the command and returns its final status.
-func (t *task) supervise(spec *taskSpec, ready func()) (*taskFinal, error) {
+func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (*taskFinal, error) {
 	outs, err := openTaskStreams(t)
 	if err != nil {
 		return nil, err
 	}
 	defer outs[0].close()
 	defer outs[1].close()
-	abort := make(chan os.Signal, 2)
-	signal.Notify(abort, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if err := setSubreaper(); err != nil {
 		return nil, err
 	}

@@ -141,7 +141,13 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 // some slack, is replaced: what is left is killed and the task settled.
 func (t *task) stop() {
 	var sup procRecord
-	readJSON(filepath.Join(t.dir, "supervisor.json"), &sup)
+	// A task that another invocation is still starting has no supervisor
+	// on record yet: give it the moment it needs.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil || !t.meta.Starter.alive() || time.Now().After(deadline) {
+			break
+		}
+	}
 	grace := time.Duration(t.meta.GraceMs) * time.Millisecond
 	if sup.alive() && signalProcess(sup.PID, sup.Start, syscall.SIGTERM) == nil {
 		if t.waitSettled(grace+5*time.Second, nil) != nil {
