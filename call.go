@@ -173,12 +173,18 @@ func (inv *invocation) bash(req *request, resp *response) error {
 			return err
 		}
 	}
-	mode, err := inv.resolveMode(req, &a, resp)
+	mode, err := inv.resolveMode(req, &a)
 	if err != nil {
 		return err
 	}
 	if err := inv.planRun(p, mode, &a, &req.Session); err != nil {
 		return err
+	}
+	// Only a call that would run once approved reaches a person.
+	if a.Escalate != "" {
+		if err := inv.approve(req, &a, resp); err != nil {
+			return err
+		}
 	}
 	if a.Background {
 		return inv.startTask(p, &a, owner, resp)
@@ -252,9 +258,9 @@ func (inv *invocation) escalationAdvertised() bool {
 	return inv.sandboxes() && inv.cfg.Approval.Policy != "never"
 }
 
-// resolveMode is the call's mode: an approved escalation, else the session's
-// standing mode, else the configured default.
-func (inv *invocation) resolveMode(req *request, a *bashArgs, resp *response) (string, error) {
+// resolveMode is the mode the call runs in once approved: the escalation
+// it asks for, else the session's standing mode, else the default.
+func (inv *invocation) resolveMode(req *request, a *bashArgs) (string, error) {
 	current := inv.standingMode(req.Session.ID)
 	if a.Escalate == "" {
 		return current, nil
@@ -264,9 +270,6 @@ func (inv *invocation) resolveMode(req *request, a *bashArgs, resp *response) (s
 	}
 	if !strictlyWider(a.Escalate, current) {
 		return "", toolErrorf("sandbox escalation to %q is not strictly wider than this call's current %q mode", a.Escalate, current)
-	}
-	if err := inv.approve(req, a, resp); err != nil {
-		return "", err
 	}
 	return a.Escalate, nil
 }

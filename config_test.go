@@ -109,3 +109,21 @@ func TestStateDirRefused(t *testing.T) {
 		t.Errorf("new state dir: exit %d, mode %v, %v", r.code, fi.Mode(), err)
 	}
 }
+
+// TestUsage: -h prints the usage with examples and exits 0; a bad flag or
+// a stray argument exits 2.
+func TestUsage(t *testing.T) {
+	e := newTestEnv(t, "")
+	for _, args := range [][]string{{"-h"}, {"schema", "-h"}, {"help"}} {
+		c := e.cmd(args...)
+		out, err := c.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "$ bashcall schema -format openai") {
+			t.Errorf("bashcall %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, args := range [][]string{{"-nope"}, {"schema", "-format", "xml"}, {"prompt", "extra"}, {"mode"}, {"serve"}} {
+		if r := e.run("", args...); r.code != 2 || !strings.Contains(r.stderr, "bashcall -h") {
+			t.Errorf("bashcall %v: exit %d, stderr %q; want 2 and a pointer to the usage", args, r.code, r.stderr)
+		}
+	}
+}

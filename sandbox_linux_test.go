@@ -387,3 +387,20 @@ touch "$HOME/bashcall-probe" 2>/dev/null && echo HOME-WRITABLE || echo home-prot
 		t.Errorf("failed:\n%s", text)
 	}
 }
+
+// TestEscalationPlanFirst: a call that could not run even if approved is
+// refused before anyone is asked.
+func TestEscalationPlanFirst(t *testing.T) {
+	requireABI(t, 1)
+	asked := filepath.Join(testBase, fmt.Sprintf("asked-%d", time.Now().UnixNano()))
+	approver := filepath.Join(testBase, fmt.Sprintf("approver-%d", time.Now().UnixNano()))
+	os.WriteFile(approver, []byte("#!/bin/sh\necho asked > "+asked+"\necho allowed-once\n"), 0o755)
+	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n[approval]\ncommand = ["+jsonString(approver)+"]\n")
+	req := `{"name":"bash","arguments":{"command":"true","description":"d","sandbox_permissions":"workspace-write","justification":"j"},"session":{"cwd":` + jsonString(e.dir) + `}}`
+	if got := e.call(req).text(); !strings.Contains(got, "must not be able to change") {
+		t.Errorf("text = %q", got)
+	}
+	if _, err := os.Stat(asked); err == nil {
+		t.Error("the approval command was asked about a call that could not run")
+	}
+}
