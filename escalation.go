@@ -180,8 +180,10 @@ func (inv *invocation) sandboxCache(sessionID string) string {
 
 // writeFileAtomic writes data to p through a private temporary file and a
 // rename, so that readers see the old content or the new, never a part.
+// The temporary's name starts with a dot, for readers that list the
+// directory (spool clients).
 func writeFileAtomic(p string, data []byte) error {
-	f, tmp, err := createPrivate(filepath.Dir(p), "tmp")
+	f, tmp, err := createPrivate(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
 	if err != nil {
 		return err
 	}

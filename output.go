@@ -81,7 +81,7 @@ func (c *capture) Write(p []byte) (int, error) {
 func (c *capture) openSpill() {
 	dir, err := c.spillDir()
 	if err == nil {
-		c.spill, c.spillPath, err = createPrivate(dir, c.name+".log")
+		c.spill, c.spillPath, err = createPrivate(dir, "*-"+c.name+".log")
 	}
 	if err != nil {
 		c.gone = true
@@ -130,12 +130,13 @@ func validText(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// createPrivate creates a new file with a random name in dir: 0600,
-// O_EXCL and O_NOFOLLOW, so that nothing planted in advance is reused.
-func createPrivate(dir, suffix string) (*os.File, string, error) {
+// createPrivate creates a new file in dir named by pattern, its "*"
+// replaced by 16 random hex digits: 0600, O_EXCL and O_NOFOLLOW, so that
+// nothing planted in advance is reused.
+func createPrivate(dir, pattern string) (*os.File, string, error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	p := filepath.Join(dir, hex.EncodeToString(rnd[:])+"-"+suffix)
+	p := filepath.Join(dir, strings.Replace(pattern, "*", hex.EncodeToString(rnd[:]), 1))
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	return f, p, err
 }

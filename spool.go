@@ -287,22 +287,7 @@ func (s *spool) respond(name string, line []byte) error {
 	if !ok {
 		return fmt.Errorf("no response name can be derived from %q", name)
 	}
-	dst = filepath.Join(s.dir, "out", dst)
-	f, tmp, err := createPrivate(filepath.Join(s.dir, "out"), "."+filepath.Base(dst)+".tmp")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(line)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return writeFileAtomic(filepath.Join(s.dir, "out", dst), line)
 }
 
 // responseName is NAME.json for NAME or NAME.json.
