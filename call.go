@@ -79,13 +79,6 @@ func writeResponse(w io.Writer, r *response, textOnly bool) error {
 // handle answers one parsed request. Every failure becomes an error
 // response; nothing here ends the process.
 func (inv *invocation) handle(req *request) *response {
-	inv.protected = []string{inv.stateDir}
-	if inv.cfg.path != "" {
-		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
-	}
-	if spool := inv.getenv("BASHCALL_SPOOL_DIR"); spool != "" {
-		inv.protected = append(inv.protected, canonicalOr(spool))
-	}
 	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
 	var err error
 	switch req.Name {

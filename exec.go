@@ -60,79 +60,84 @@ func (e *errStart) Unwrap() error { return e.err }
 // runCommand runs spec and returns once the command and every process it
 // left behind are gone and its output is collected.
 func runCommand(spec *runSpec) (*runOutcome, error) {
+	var parentEnds, childEnds []*os.File
+	defer func() {
+		for _, f := range append(parentEnds, childEnds...) {
+			f.Close()
+		}
+	}()
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, err
 	}
-	defer devnull.Close()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	child := []*os.File{devnull, outW, errW}
-	var statusR *os.File
+	childEnds = append(childEnds, devnull)
+	pipes := 2
 	if spec.Launcher {
-		var statusW *os.File
-		if statusR, statusW, err = os.Pipe(); err != nil {
+		pipes = 3 // the launcher's status pipe becomes descriptor 3
+	}
+	for i := 0; i < pipes; i++ {
+		r, w, err := os.Pipe()
+		if err != nil {
 			return nil, err
 		}
-		defer statusR.Close()
-		child = append(child, statusW)
+		parentEnds, childEnds = append(parentEnds, r), append(childEnds, w)
 	}
-	growPipe(outR)
-	growPipe(errR)
-	fds := make([]uintptr, len(child))
-	for i, f := range child {
+	growPipe(parentEnds[0])
+	growPipe(parentEnds[1])
+	fds := make([]uintptr, len(childEnds))
+	for i, f := range childEnds {
 		fds[i] = f.Fd()
 	}
 	pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
 		Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: childSysProcAttr(),
 	})
-	for _, f := range child[1:] {
+	for _, f := range childEnds {
 		f.Close()
 	}
+	childEnds = nil
 	if err != nil {
-		outR.Close()
-		errR.Close()
 		return nil, &errStart{err}
 	}
-	if spec.Started != nil {
+	r := &execution{spec: spec, pid: pid, outDone: pump(parentEnds[0], spec.Stdout), errDone: pump(parentEnds[1], spec.Stderr)}
+	var status launcherStatus
+	if spec.Launcher {
+		// EOF comes when the launcher execs the shell, or writes why not.
+		status = readLauncherStatus(parentEnds[2])
+	}
+	if status.failure == "" && status.execErr == nil && spec.Started != nil {
 		spec.Started(pid)
 	}
-	r := &execution{spec: spec, pid: pid, outDone: pump(outR, spec.Stdout), errDone: pump(errR, spec.Stderr)}
 	out := r.supervise()
-	outR.Close()
-	errR.Close()
+	parentEnds[0].Close()
+	parentEnds[1].Close()
 	<-r.outDone
 	<-r.errDone
-	if statusR != nil {
-		if err := readLauncherStatus(statusR, out); err != nil {
-			return nil, err
-		}
+	if status.execErr != nil {
+		return nil, &errStart{status.execErr}
 	}
+	out.RunnerFailure = status.failure
 	return out, nil
 }
 
-// readLauncherStatus reads the launcher's verdict: nothing when the exec
+// launcherStatus is the launcher's verdict.
+type launcherStatus struct {
+	failure string // confinement failed: the command did not run
+	execErr error  // the shell could not be executed
+}
+
+// readLauncherStatus reads the status pipe to EOF: nothing when the exec
 // succeeded, "S<detail>" when confinement failed, "E<detail>" when the
 // shell could not be executed.
-func readLauncherStatus(r *os.File, out *runOutcome) error {
+func readLauncherStatus(r *os.File) launcherStatus {
 	b, _ := io.ReadAll(io.LimitReader(r, 4096))
 	msg := strings.TrimSpace(string(b))
 	switch {
 	case msg == "":
+		return launcherStatus{}
 	case msg[0] == 'S':
-		out.RunnerFailure = validText([]byte(msg[1:]))
-	default:
-		return &errStart{errors.New(validText([]byte(msg[1:])))}
+		return launcherStatus{failure: validText([]byte(msg[1:]))}
 	}
-	return nil
+	return launcherStatus{execErr: errors.New(validText([]byte(msg[1:])))}
 }
 
 // pump copies r into w until EOF or until r is closed.

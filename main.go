@@ -157,5 +157,14 @@ func loadSettings(c *commonFlags, wantState bool) (*invocation, error) {
 	if inv.stateDir, err = openStateDir(dir); err != nil {
 		return nil, err
 	}
+	// What a sandboxed command must never be able to write. serve names
+	// its spool dir to the bashcall processes it runs calls in.
+	inv.protected = []string{inv.stateDir}
+	if inv.cfg.path != "" {
+		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
+	}
+	if spool := inv.getenv("BASHCALL_SPOOL_DIR"); spool != "" {
+		inv.protected = append(inv.protected, canonicalOr(spool))
+	}
 	return inv, nil
 }

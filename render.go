@@ -1,12 +1,16 @@
 package main
 
-// Model-facing text and UI cards (PROTOCOL.md sections 3 and 4).
+// Model-facing text, UI cards and the response line (PROTOCOL.md sections
+// 3 and 4).
 //
-// Everything here is pure: values in, strings out. Each marker is spelled
+// The rendering is pure: values in, strings out. Each marker is spelled
 // once, below, and every text shape has a golden file under testdata/.
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -289,4 +293,49 @@ func terminalCard(text string) *card {
 func genericCard(text string) *card {
 	return &card{Card: "generic", Content: []textContent{{Type: "text",
 		Text: "```console\n" + strings.TrimRight(text, "\n") + "\n```"}}}
+}
+
+// response is one answer, MCP's CallToolResult plus fields of our own.
+type response struct {
+	ID                json.RawMessage   `json:"id,omitempty"`
+	Name              string            `json:"name,omitempty"`
+	IsError           bool              `json:"isError"`
+	Content           []textContent     `json:"content"`
+	StructuredContent any               `json:"structuredContent,omitempty"`
+	Present           *presentation     `json:"present,omitempty"`
+	Notices           []string          `json:"notices,omitempty"`
+	ApprovalRequired  *approvalRequired `json:"approvalRequired,omitempty"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type approvalRequired struct {
+	Mode          string `json:"mode"`
+	Justification string `json:"justification"`
+	Command       string `json:"command"`
+	Reason        string `json:"reason"`
+}
+
+// text returns the model-facing text of r.
+func (r *response) text() string {
+	if len(r.Content) == 0 {
+		return ""
+	}
+	return r.Content[0].Text
+}
+
+// encodeResponse writes r as one line of JSON, with <, > and & unescaped
+// so that the text stays readable in logs.
+func encodeResponse(w io.Writer, r *response) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("encoding the response: %w", err)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
 }
