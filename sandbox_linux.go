@@ -90,6 +90,10 @@ func landlockABI() (int, error) {
 // it confines itself to the plan and execs ARGV. A failure is written to
 // the status pipe ("S" sandbox, "E" exec) and the launcher exits 125.
 func runLauncher(args []string) error {
+	var st unix.Stat_t
+	if unix.Fstat(launcherStatusFD, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return errors.New("__launch is internal to bashcall: it needs its status pipe as descriptor 3")
+	}
 	status := os.NewFile(launcherStatusFD, "status")
 	writable, argv, err := parseLauncherArgs(args)
 	if err == nil {

@@ -280,8 +280,8 @@ func TestSpoolLikeStdin(t *testing.T) {
 	if got := call("escalated", esc).text(); got != "wrote\n" {
 		t.Errorf("escalation = %q", got)
 	}
-	e.call(startReq("true", "C"))
-	time.Sleep(300 * time.Millisecond)
+	e.call(startReq("sleep 0.1", "C")) // settles after its start has answered
+	e.awaitSettled("bash-2")
 	if r := call("notice", sessionReq("bash_list", "{}", "C")); len(r.Notices) != 1 {
 		t.Errorf("notices = %v", r.Notices)
 	}

@@ -66,10 +66,18 @@ func TestTaskTexts(t *testing.T) {
 	golden(t, "list", e.call(sessionReq("bash_list", "{}", "A")).text())
 	golden(t, "other_session", e.call(outputReq("bash-1", "B", "")).text())
 	golden(t, "no_session", e.call(`{"name":"bash_kill","arguments":{"task_id":"bash-1"}}`).text())
-	e.start("sleep 0.1", "A")
-	time.Sleep(500 * time.Millisecond)
+	e.start("sleep 0.1", "A") // settles after its start has answered
+	e.awaitSettled("bash-4")
 	r := e.call(sessionReq("bash_list", "{}", "A"))
 	golden(t, "notice", strings.Join(r.Notices, "\n"))
+}
+
+// awaitSettled waits, without reading it, until a task has settled.
+func (e *testEnv) awaitSettled(id string) {
+	e.t.Helper()
+	waitFor(e.t, 10*time.Second, id+" to settle", func() bool {
+		return fileSize(filepath.Join(e.stateDir, "tasks", id, "status.json")) > 0
+	})
 }
 
 func fileSize(p string) int64 {
