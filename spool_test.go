@@ -146,7 +146,7 @@ func TestSpoolCrash(t *testing.T) {
 	e := newTestEnv(t, "grace_ms = 300\n")
 	dir := filepath.Join(e.dir, "spool")
 	s := e.serve(dir)
-	drop(t, dir, "long.json", `{"id":"long","name":"bash","arguments":{"command":"echo ran >> runs; sleep 300","description":"d"}}`)
+	drop(t, dir, "long.json", `{"id":"long","name":"bash","arguments":{"command":"echo $$ > pid; echo ran >> runs; sleep 300","description":"d"}}`)
 	waitFor(t, 10*time.Second, "the call to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(e.workspace, "runs"))
 		return len(b) > 0
@@ -165,9 +165,8 @@ func TestSpoolCrash(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(e.workspace, "runs")); string(b) != "ran\n" {
 		t.Errorf("runs = %q, want one run", b)
 	}
-	if out, _ := exec.Command("pgrep", "-f", "sleep 300").Output(); len(out) > 0 {
-		t.Logf("note: a sleep 300 is running on this machine (pids %s)", bytes.TrimSpace(out))
-	}
+	pid := readPIDs(t, filepath.Join(e.workspace, "pid"))[0]
+	waitFor(t, 10*time.Second, "the interrupted command to be stopped", func() bool { return !pidAlive(pid) })
 }
 
 // TestSpoolSignal: SIGTERM stops claiming, lets a short call finish,

@@ -199,15 +199,22 @@ func (t *task) record(f *taskFinal) error {
 	return nil
 }
 
-// stopSession kills, at once, every process left in the session that the
-// command led, provided the leader (alive or not) is the process recorded:
-// a session id is a pid, and another process could have it by now.
-func stopSession(leader int, start uint64) {
+// sessionLeft lists what is left of the session that the recorded
+// command led. A session id is the leader's pid, which another process
+// could hold by now: if one does, with another start time, the session is
+// not ours and nothing is returned. While any member lives, the kernel
+// hands out neither its session id nor its pid.
+func sessionLeft(leader int, start uint64) map[int]uint64 {
 	procs := scanProcs()
 	if s, ok := procs[leader]; ok && s.start != start {
-		return
+		return nil
 	}
-	for pid, st := range sessionMembers(procs, leader) {
+	return sessionMembers(procs, leader)
+}
+
+// stopSession kills, at once, what is left of the command's session.
+func stopSession(leader int, start uint64) {
+	for pid, st := range sessionLeft(leader, start) {
 		signalProcess(pid, st, syscall.SIGKILL)
 	}
 }

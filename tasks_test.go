@@ -231,6 +231,24 @@ func TestVanishedSupervisor(t *testing.T) {
 			}
 		}
 	})
+	t.Run("kill_after_supervisor", func(t *testing.T) {
+		// The shell dies with its supervisor; the sleep in its group lives on.
+		id := e.start("sleep 300 & echo $! > member; wait", "A")
+		member := readPIDs(t, filepath.Join(e.workspace, "member"))[0]
+		sup := e.procOf(id, "supervisor")
+		syscall.Kill(sup.PID, syscall.SIGKILL)
+		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
+		if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != "killed background task "+id {
+			t.Errorf("kill = %q", got)
+		}
+		waitFor(t, 5*time.Second, "the group member to be stopped", func() bool { return !pidAlive(member) })
+		if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed]" {
+			t.Errorf("status = %q", got)
+		}
+		if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != "task "+id+" had already finished" {
+			t.Errorf("second kill = %q", got)
+		}
+	})
 	t.Run("reboot", func(t *testing.T) {
 		id := e.start("sleep 300", "A")
 		sup := e.procOf(id, "supervisor")

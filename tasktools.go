@@ -116,7 +116,8 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	}
 	result := &taskKillResult{Kind: "taskKill", TaskID: t.id}
 	resp.StructuredContent = result
-	if t.final() != nil {
+	if !t.killable() {
+		t.final() // settles a task that vanished unrecorded
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
@@ -125,7 +126,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		return err
 	}
 	marker.Close()
-	if t.final() != nil { // it settled by itself before the marker existed
+	if fileExists(filepath.Join(t.dir, "status.json")) { // it settled before the marker existed
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
@@ -134,6 +135,24 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	result.Killed = true
 	setText(resp, textKilled(t.id), nil)
 	return nil
+}
+
+// killable reports whether anything of the task may still run: it has no
+// final status, and its supervisor, a process of its command's session or
+// (while it is being started) its starter lives.
+func (t *task) killable() bool {
+	if fileExists(filepath.Join(t.dir, "status.json")) {
+		return false
+	}
+	var sup, cmd procRecord
+	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) != nil {
+		return t.meta.Starter.alive()
+	}
+	if sup.alive() {
+		return true
+	}
+	return readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() &&
+		len(sessionLeft(cmd.PID, cmd.Start)) > 0
 }
 
 // stop asks the supervisor to stop the task and waits for the status it
