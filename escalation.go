@@ -175,6 +175,11 @@ func (inv *invocation) sandboxCache(sessionID string) string {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return ""
 	}
+	// A writable workspace above the cache could have made a component a
+	// symlink to somewhere else; then there is no private cache.
+	if canonicalOr(dir) != filepath.Join(canonicalOr(base), "bashcall", key) {
+		return ""
+	}
 	return canonicalOr(dir)
 }
 

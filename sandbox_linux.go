@@ -157,9 +157,12 @@ func restrictSelf(writable []string) error {
 }
 
 // addPathRule adds one rule. A writable path that does not exist grants
-// nothing and is skipped; "/" must exist.
+// nothing and is skipped; "/" must exist. The paths arrive canonical, so
+// they are opened without following any symlink: one swapped in since
+// bashcall checked the path (by a command of another call, in /tmp say)
+// fails the launcher instead of widening the sandbox.
 func addPathRule(rfd int, r landlockRule) error {
-	fd, err := unix.Open(r.Path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat2(unix.AT_FDCWD, r.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) && r.Path != "/" {
 			return nil

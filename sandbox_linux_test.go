@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -279,5 +280,31 @@ touch "$HOME/bashcall-probe" 2>/dev/null && echo HOME-WRITABLE || echo home-prot
 	}
 	if strings.Contains(text, "[exit code") {
 		t.Errorf("failed:\n%s", text)
+	}
+}
+
+// TestLauncherRefusesSymlinks: the launcher gets canonical paths, so a
+// symlink found in one at launch time (swapped in after bashcall checked
+// it) fails the launcher instead of widening the sandbox.
+func TestLauncherRefusesSymlinks(t *testing.T) {
+	requireABI(t, 1)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	os.Mkdir(target, 0o700)
+	link := filepath.Join(dir, "link")
+	os.Symlink(target, link)
+	var out, errOut strings.Builder
+	res, err := runCommand(&runSpec{
+		Argv: []string{selfExe(), launcherArg, "-w", link, "--", "/bin/sh", "-c", "touch " + filepath.Join(target, "x")},
+		Dir:  dir, Stdout: &out, Stderr: &errOut, Grace: time.Second, Launcher: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.RunnerFailure, "too many levels of symbolic links") {
+		t.Errorf("runner failure = %q, want ELOOP", res.RunnerFailure)
+	}
+	if _, err := os.Stat(filepath.Join(target, "x")); err == nil {
+		t.Error("the command ran with the symlink's target writable")
 	}
 }
