@@ -211,7 +211,10 @@ func planSandbox(mode, workspace string, roots, protected []string, abi int, pro
 			dirs = append(dirs, canonicalOr(r))
 		}
 	}
-	p.Writable = append(append(p.Writable, writableDevices...), dirs...)
+	for _, d := range writableDevices {
+		p.Writable = append(p.Writable, canonicalOr(d))
+	}
+	p.Writable = append(p.Writable, dirs...)
 	for _, w := range dirs {
 		for _, q := range protected {
 			if q != "" && (within(q, w) || within(w, q)) {
