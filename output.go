@@ -60,8 +60,8 @@ type capture struct {
 	gone      bool // the complete copy is unavailable
 }
 
-func newCapture(max, spillMax int64, spillDir func() (string, error), name string) *capture {
-	return &capture{tail: newTail(int(max)), spillMax: spillMax, spillDir: spillDir, name: name}
+func newCapture(tailMax, spillMax int64, spillDir func() (string, error), name string) *capture {
+	return &capture{tail: newTail(int(tailMax)), spillMax: spillMax, spillDir: spillDir, name: name}
 }
 
 // Write keeps p in the tail and, once the tail has overflowed, in the spill.

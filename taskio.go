@@ -108,9 +108,9 @@ type streamRead struct {
 	lossy bool
 }
 
-// readTaskStream returns the bytes after cursor, at most max of them (the
+// readTaskStream returns the bytes after cursor, at most limit of them (the
 // newest): whatever else is unread is dropped and the read is lossy.
-func readTaskStream(p string, cursor, max int64) streamRead {
+func readTaskStream(p string, cursor, limit int64) streamRead {
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return streamRead{next: cursor}
@@ -118,11 +118,11 @@ func readTaskStream(p string, cursor, max int64) streamRead {
 	defer f.Close()
 	total, capacity := readTailHeader(f)
 	if capacity <= 0 || cursor >= total {
-		return streamRead{next: max64(cursor, total)}
+		return streamRead{next: max(cursor, total)}
 	}
 	lo := cursor
-	if total-lo > min(max, capacity) {
-		lo = total - min(max, capacity)
+	if total-lo > min(limit, capacity) {
+		lo = total - min(limit, capacity)
 	}
 	data := make([]byte, total-lo)
 	for off := lo; off < total; {
@@ -146,7 +146,6 @@ func readTailHeader(f *os.File) (total, capacity int64) {
 	return int64(binary.LittleEndian.Uint64(hdr[:8])), int64(binary.LittleEndian.Uint64(hdr[8:]))
 }
 
-func max64(a, b int64) int64 { return max(a, b) }
 
 // holdBackPartialRune keeps an incomplete UTF-8 character at the end of a
 // running task's output for the next read, instead of splitting it.
