@@ -212,10 +212,11 @@ func TestSpoolBadFiles(t *testing.T) {
 	os.Mkdir(filepath.Join(newDir, "adir.json"), 0o700)
 	os.Symlink("/etc/passwd", filepath.Join(newDir, "link.json"))
 	syscall.Mkfifo(filepath.Join(newDir, "fifo.json"), 0o600)
+	syscall.Mknod(filepath.Join(newDir, "socket.json"), syscall.S_IFSOCK|0o600, 0) // open fails: ENXIO
 	os.WriteFile(filepath.Join(newDir, "unreadable.json"), []byte(`{"name":"bash_list"}`), 0o000)
 	os.WriteFile(filepath.Join(newDir, ".hidden"), []byte(`{"name":"bash_list"}`), 0o600)
 	var texts []string
-	for _, name := range []string{"garbage", "big", "empty", "adir", "link", "fifo"} {
+	for _, name := range []string{"garbage", "big", "empty", "adir", "link", "fifo", "socket"} {
 		texts = append(texts, name+": "+awaitResponse(t, dir, name+".json").text())
 	}
 	golden(t, "responses", strings.Join(texts, "\n"))
