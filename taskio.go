@@ -146,7 +146,6 @@ func readTailHeader(f *os.File) (total, capacity int64) {
 	return int64(binary.LittleEndian.Uint64(hdr[:8])), int64(binary.LittleEndian.Uint64(hdr[8:]))
 }
 
-
 // holdBackPartialRune keeps an incomplete UTF-8 character at the end of a
 // running task's output for the next read, instead of splitting it.
 func holdBackPartialRune(r *streamRead) {
