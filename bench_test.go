@@ -71,6 +71,7 @@ func (e *benchEnv) run(req string, args ...string) (string, *syscall.Rusage) {
 		c.Args = append([]string{e.bin, args[0], "-config", e.config, "-state-dir", e.state}, args[1:]...)
 	}
 	c.Dir = e.work
+	c.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(e.work), "cache"))
 	c.Stdin = strings.NewReader(req)
 	out, err := c.Output()
 	if err != nil {
