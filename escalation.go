@@ -177,10 +177,11 @@ func (inv *invocation) sandboxCache(sessionID string) string {
 	}
 	// A writable workspace above the cache could have made a component a
 	// symlink to somewhere else; then there is no private cache.
-	if canonicalOr(dir) != filepath.Join(canonicalOr(base), "bashcall", key) {
+	canon := canonicalOr(dir)
+	if canon != filepath.Join(canonicalOr(base), "bashcall", key) {
 		return ""
 	}
-	return canonicalOr(dir)
+	return canon
 }
 
 // writeFileAtomic writes data to p through a private temporary file and a

@@ -343,7 +343,11 @@ func (s *spool) recoverOne(name string) {
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		return // being answered
 	}
-	if still, err := os.Lstat(p); err != nil || !os.SameFile(still, mustStat(f)) {
+	held, err := f.Stat()
+	if err != nil {
+		return
+	}
+	if still, err := os.Lstat(p); err != nil || !os.SameFile(still, held) {
 		return // answered and removed meanwhile
 	}
 	data, _ := io.ReadAll(io.LimitReader(f, maxRequestBytes))
@@ -353,11 +357,6 @@ func (s *spool) recoverOne(name string) {
 		return
 	}
 	os.Remove(p)
-}
-
-func mustStat(f *os.File) os.FileInfo {
-	fi, _ := f.Stat()
-	return fi
 }
 
 // errorLine is a response line for err, echoing id when known.
