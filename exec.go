@@ -35,6 +35,8 @@ type runSpec struct {
 	// Launcher says Argv goes through the sandbox launcher, whose status
 	// pipe becomes descriptor 3.
 	Launcher bool
+	// NS is the launcher's private namespace, if any.
+	NS nsKind
 	// Subreaper says this process is a subreaper that runs only this
 	// command, so every descendant of it belongs to the command.
 	Subreaper bool
@@ -88,9 +90,11 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 	for i, f := range childEnds {
 		fds[i] = f.Fd()
 	}
+	undo := prepareFork(spec.NS)
 	pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
-		Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: childSysProcAttr(),
+		Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: launcherSysProcAttr(spec.NS),
 	})
+	undo()
 	for _, f := range childEnds {
 		f.Close()
 	}

@@ -81,6 +81,10 @@ func exitCode(err error, stderr io.Writer) int {
 
 // run dispatches to a subcommand; without one it answers a call on stdin.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if err := hardenProcess(); err != nil {
+		return err
+	}
+	warnf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
 	if len(args) > 0 {
 		switch args[0] {
 		case launcherArg:

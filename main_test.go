@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	flag.Parse()
+	relocate()
 	parent := "/var/tmp"
 	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
 		parent, _ = os.UserCacheDir()
@@ -43,9 +44,44 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	os.Chmod(testBase, 0o711) // tests that run bashcall as another user
+
 	code := m.Run()
 	os.RemoveAll(testBase)
+	if dir := os.Getenv("BASHCALL_TEST_COPY"); dir != "" && strings.HasPrefix(filepath.Base(dir), "bashcall-test-bin-") {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
+}
+
+// relocate re-executes the test binary from a copy outside /tmp when it
+// was built there (go test's default): the bashcall executable is a control
+// path that no writable directory may contain, and /tmp is writable in
+// workspace-write mode. The copy is removed when the tests end.
+func relocate() {
+	exe, err := os.Executable()
+	if err != nil || os.Getenv("BASHCALL_TEST_COPY") != "" {
+		return
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	if !within(exe, canonicalOr(os.TempDir())) && !within(exe, canonicalOr("/tmp")) {
+		return
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "bashcall-test-bin-")
+	if err != nil {
+		return
+	}
+	os.Chmod(dir, 0o755) // tests that run bashcall as another user
+	dst := filepath.Join(dir, filepath.Base(exe))
+	if b, err := os.ReadFile(exe); err != nil || os.WriteFile(dst, b, 0o755) != nil {
+		os.RemoveAll(dir)
+		return
+	}
+	// The copy removes its directory when it is done (TestMain).
+	env := append(os.Environ(), "BASHCALL_TEST_COPY="+dir)
+	err = syscall.Exec(dst, append([]string{dst}, os.Args[1:]...), env)
+	os.RemoveAll(dir)
+	fmt.Fprintln(os.Stderr, "relocating the test binary:", err)
 }
 
 // testEnv is one isolated bashcall setup: config, state dir, workspace.
@@ -56,6 +92,8 @@ type testEnv struct {
 	stateDir  string
 	workspace string
 	extraEnv  []string
+	// nobody runs bashcall as an unprivileged user (see asNobody).
+	nobody bool
 }
 
 // newTestEnv writes config (TOML) and makes a state dir and a workspace.
@@ -95,7 +133,32 @@ func (e *testEnv) cmd(args ...string) *exec.Cmd {
 	c.Dir = e.workspace
 	c.Env = append(os.Environ(), "BASHCALL_TEST_MAIN=1", "XDG_CACHE_HOME="+filepath.Join(testBase, "cache"))
 	c.Env = append(c.Env, e.extraEnv...)
+	if e.nobody {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
+		c.Env = append(c.Env, "HOME="+e.dir, "XDG_CACHE_HOME="+filepath.Join(e.dir, "cache"))
+	}
 	return c
+}
+
+// nobodyID is the unprivileged user the tests run bashcall as.
+const nobodyID = 65534
+
+// asNobody makes the env's files belong to an unprivileged user and runs
+// bashcall as that user from now on. It needs root; without it the test
+// is skipped, since only root can switch users.
+func (e *testEnv) asNobody() *testEnv {
+	e.t.Helper()
+	if os.Geteuid() != 0 {
+		e.t.Skip("running bashcall as another user needs root")
+	}
+	filepath.Walk(e.dir, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			os.Lchown(p, nobodyID, nobodyID)
+		}
+		return nil
+	})
+	e.nobody = true
+	return e
 }
 
 // run runs bashcall with stdin and waits, failing the test after a minute.

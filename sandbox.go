@@ -154,8 +154,9 @@ func planRuleset(writable []string, abi int) rulesetPlan {
 	sup := abiSupport(abi)
 	p := rulesetPlan{Handled: sup.fs, Scoped: sup.scoped}
 	p.Rules = append(p.Rules, landlockRule{Path: "/", Access: accessRead & sup.fs})
+	// Device nodes are never created, not even where writing is granted.
 	for _, w := range writable {
-		p.Rules = append(p.Rules, landlockRule{Path: w, Access: sup.fs})
+		p.Rules = append(p.Rules, landlockRule{Path: w, Access: sup.fs &^ (accessMakeChar | accessMakeBlock)})
 	}
 	return p
 }
@@ -169,16 +170,61 @@ func ruleAccess(a accessFS, isDir bool) accessFS {
 	return a & accessFile
 }
 
+// nsKind is how the launcher gets a private mount namespace.
+type nsKind int
+
+const (
+	nsNone  nsKind = iota // none: planted-code paths are snapshotted
+	nsMount               // a mount namespace (bashcall has CAP_SYS_ADMIN)
+	nsUser                // a user namespace with a mount namespace
+)
+
 // sandboxPlan is how one call is confined.
 type sandboxPlan struct {
 	Mode     string
 	Writable []string // canonical paths, for the launcher
+	Dirs     []string // the writable directories among them
 	Scope    bool     // scope signals and abstract sockets
+	NS       nsKind
+	Guard    *gitGuard
 	Facts    sandboxFacts
 }
 
 // confined reports whether the plan runs the command through the launcher.
 func (p *sandboxPlan) confined() bool { return p.Mode != modeFullAccess }
+
+// launcherArgs is the launcher's command line for argv.
+func (p *sandboxPlan) launcherArgs(argv []string) []string {
+	args := []string{selfExe(), launcherArg}
+	if p.NS != nsNone {
+		args = append(args, "-ns")
+		for _, pin := range p.Guard.Pins {
+			args = append(args, "-pin", pin)
+		}
+		for _, ro := range p.Guard.readOnly() {
+			args = append(args, "-p", ro)
+		}
+	}
+	for _, w := range p.Writable {
+		args = append(args, "-w", w)
+	}
+	return append(append(args, "--"), argv...)
+}
+
+// protect plans the planted-code protection of a confined call: bound
+// read-only in a mount namespace where one can be had, else snapshotted.
+func (p *sandboxPlan) protect(ns nsKind) error {
+	if !p.confined() {
+		return nil
+	}
+	p.NS = ns
+	g, err := planGitGuard(p.Dirs, ns == nsNone)
+	if err != nil {
+		return toolErrorf("refusing to run under %s: %v", p.Mode, err)
+	}
+	p.Guard = g
+	return nil
+}
 
 // errNoLandlock is the reason a confined mode cannot be enforced.
 var errNoLandlock = errors.New("landlock is not supported by this kernel or not enabled at boot time")
@@ -194,9 +240,11 @@ func sandboxUnavailable(mode, runnerFailure string) error {
 
 // planSandbox decides how a call in mode runs. abi is the probed Landlock
 // ABI (0 with probeErr when there is none); workspace is the canonical
-// session workspace; protected are paths the command must never be able
-// to write (the state dir, the spool dir, the config file).
-func planSandbox(mode, workspace string, roots, protected []string, abi int, probeErr error) (*sandboxPlan, error) {
+// session workspace; roots are [sandbox] writable_roots; extra are more
+// writable directories of bashcall's own (the session's build cache);
+// control are paths the command must never be able to write or replace
+// (PROTOCOL.md section 7), whether they exist or not.
+func planSandbox(mode, workspace string, roots, extra, control []string, abi int, probeErr error) (*sandboxPlan, error) {
 	p := &sandboxPlan{Mode: mode, Facts: sandboxFacts{Mode: mode}}
 	if mode == modeFullAccess {
 		return p, nil
@@ -204,21 +252,25 @@ func planSandbox(mode, workspace string, roots, protected []string, abi int, pro
 	if probeErr != nil || abi < 1 {
 		return nil, sandboxUnavailable(mode, "")
 	}
-	var dirs []string
 	if mode == modeWorkspaceWrite {
-		dirs = append(dirs, workspace, canonicalOr("/tmp"))
+		p.Dirs = append(p.Dirs, workspace, canonicalOr("/tmp"))
 		for _, r := range roots {
-			dirs = append(dirs, canonicalOr(r))
+			c := canonicalOr(r)
+			if c != filepath.Clean(r) {
+				return nil, toolErrorf("refusing to run under %s: the writable root %q is reached through a symlink (it resolves to %q); name the real path in [sandbox] writable_roots", mode, r, c)
+			}
+			p.Dirs = append(p.Dirs, c)
 		}
+		p.Dirs = append(p.Dirs, extra...)
 	}
 	for _, d := range writableDevices {
 		p.Writable = append(p.Writable, canonicalOr(d))
 	}
-	p.Writable = append(p.Writable, dirs...)
-	for _, w := range dirs {
-		for _, q := range protected {
+	p.Writable = append(p.Writable, p.Dirs...)
+	for _, w := range p.Dirs {
+		for _, q := range control {
 			if q != "" && (within(q, w) || within(w, q)) {
-				return nil, toolErrorf("refusing to run under %s: the writable path %q overlaps %q, which a sandboxed command must not be able to change; move bashcall's state dir, spool dir and config file outside the workspace, /tmp and [sandbox] writable_roots", mode, w, q)
+				return nil, toolErrorf("refusing to run under %s: the writable path %q overlaps %q, which a sandboxed command must not be able to change; move bashcall's state dir, spool dir, config file and executable outside the workspace, /tmp and [sandbox] writable_roots", mode, w, q)
 			}
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -86,46 +88,143 @@ func landlockABI() (int, error) {
 	return v, nil
 }
 
-// runLauncher is bashcall re-executed as "__launch [-w PATH]... -- ARGV...":
-// it confines itself to the plan and execs ARGV. A failure is written to
-// the status pipe ("S" sandbox, "E" exec) and the launcher exits 125.
+// launchSpec is what the launcher is told on its command line.
+type launchSpec struct {
+	writable  []string // canonical paths the command may write
+	protected []string // canonical paths bound read-only in the namespace
+	pins      []string // canonical directories bound onto themselves
+	mountNS   bool     // the launcher runs in a private mount namespace
+	argv      []string
+}
+
+// runLauncher is bashcall re-executed as
+// "__launch [-ns] [-w PATH]... [-pin PATH]... [-p PATH]... -- ARGV...": it confines itself
+// and execs ARGV. A failure is written to the status pipe ("S" sandbox,
+// "E" exec) and the launcher exits 125.
 func runLauncher(args []string) error {
 	var st unix.Stat_t
 	if unix.Fstat(launcherStatusFD, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return errors.New("__launch is internal to bashcall: it needs its status pipe as descriptor 3")
 	}
 	status := os.NewFile(launcherStatusFD, "status")
-	writable, argv, err := parseLauncherArgs(args)
+	spec, err := parseLauncherArgs(args)
 	if err == nil {
-		runtime.LockOSThread() // Landlock and no_new_privs bind the calling thread.
-		_, err = unix.FcntlInt(launcherStatusFD, unix.F_SETFD, unix.FD_CLOEXEC)
-		if err == nil {
-			err = restrictSelf(writable)
-		}
+		runtime.LockOSThread() // Landlock, capabilities and no_new_privs bind the calling thread.
+		err = confineSelf(spec)
 	}
 	if err != nil {
 		status.WriteString("S" + err.Error())
 		return errLauncher
 	}
-	err = unix.Exec(argv[0], argv, os.Environ())
-	status.WriteString("E" + fmt.Sprintf("exec %q: %v", argv[0], err))
+	err = unix.Exec(spec.argv[0], spec.argv, os.Environ())
+	status.WriteString("E" + fmt.Sprintf("exec %q: %v", spec.argv[0], err))
 	return errLauncher
 }
 
-// parseLauncherArgs splits "-w PATH ... -- ARGV".
-func parseLauncherArgs(args []string) (writable, argv []string, err error) {
+// parseLauncherArgs splits "[-ns] [-w PATH]... [-pin PATH]... [-p PATH]... -- ARGV".
+func parseLauncherArgs(args []string) (*launchSpec, error) {
+	s := &launchSpec{}
 	for i := 0; i < len(args); i++ {
 		switch {
 		case args[i] == "--" && i+1 < len(args):
-			return writable, args[i+1:], nil
+			s.argv = args[i+1:]
+			return s, nil
+		case args[i] == "-ns":
+			s.mountNS = true
 		case args[i] == "-w" && i+1 < len(args):
-			writable = append(writable, args[i+1])
+			s.writable = append(s.writable, args[i+1])
+			i++
+		case args[i] == "-p" && i+1 < len(args):
+			s.protected = append(s.protected, args[i+1])
+			i++
+		case args[i] == "-pin" && i+1 < len(args):
+			s.pins = append(s.pins, args[i+1])
 			i++
 		default:
-			return nil, nil, fmt.Errorf("launcher usage: unexpected %q", args[i])
+			return nil, fmt.Errorf("launcher usage: unexpected %q", args[i])
 		}
 	}
-	return nil, nil, errors.New("launcher usage: no command after --")
+	return nil, errors.New("launcher usage: no command after --")
+}
+
+// confineSelf confines the calling thread, in this order: descriptors
+// beyond the status pipe closed, the mount namespace arranged (while the
+// capabilities to do it remain), every capability dropped, no_new_privs,
+// the Landlock ruleset, the seccomp filter.
+func confineSelf(s *launchSpec) error {
+	if _, err := unix.FcntlInt(launcherStatusFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return err
+	}
+	if err := unix.CloseRange(launcherStatusFD+1, ^uint(0), 0); err != nil {
+		return fmt.Errorf("close_range: %w", err)
+	}
+	if s.mountNS {
+		if err := confineMounts(s.writable, s.pins, s.protected); err != nil {
+			return err
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	if err := restrictSelf(s.writable); err != nil {
+		return err
+	}
+	return installSeccomp()
+}
+
+// Secure bits (include/uapi/linux/securebits.h): root gains no
+// capabilities by exec or by a change of uid, for good.
+const (
+	secbitNoroot              = 1 << 0
+	secbitNorootLocked        = 1 << 1
+	secbitNoSetuidFixup       = 1 << 2
+	secbitNoSetuidFixupLocked = 1 << 3
+	secbitKeepCapsLocked      = 1 << 5
+	secbitNoCapAmbientRaise   = 1 << 6
+	secbitNoCapAmbientLocked  = 1 << 7
+)
+
+// dropCapabilities empties every capability set: bounding (so that an exec
+// as root gains nothing back), ambient, inheritable, permitted, effective.
+// Without CAP_SETPCAP (an unprivileged bashcall) the bounding set and the
+// secure bits cannot change; no_new_privs then keeps exec from granting
+// file capabilities.
+func dropCapabilities() error {
+	if hasCapability(unix.CAP_SETPCAP) {
+		bits := secbitNoroot | secbitNorootLocked | secbitNoSetuidFixup | secbitNoSetuidFixupLocked |
+			secbitKeepCapsLocked | secbitNoCapAmbientRaise | secbitNoCapAmbientLocked
+		if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
+			return fmt.Errorf("prctl(PR_SET_SECUREBITS): %w", err)
+		}
+		for c := 0; ; c++ {
+			err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+			if errors.Is(err, unix.EINVAL) {
+				break // past the last capability this kernel knows
+			}
+			if err != nil {
+				return fmt.Errorf("prctl(PR_CAPBSET_DROP, %d): %w", c, err)
+			}
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// hasCapability reports whether c is in this thread's effective set.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
 // restrictSelf sets no_new_privs and enforces the ruleset of writable on
@@ -179,4 +278,84 @@ func addPathRule(rfd int, r landlockRule) error {
 		return fmt.Errorf("landlock_add_rule %q: %w", r.Path, err)
 	}
 	return nil
+}
+
+// mountNamespace says how the launcher can get a private mount namespace:
+// as root with CAP_SYS_ADMIN, a plain one; otherwise a user namespace
+// when the kernel lets unprivileged users make one. With
+// BASHCALL_PROTECT=snapshot in bashcall's environment there is none, and
+// the snapshot mechanism protects the planted-code paths.
+func mountNamespace() nsKind {
+	if os.Getenv("BASHCALL_PROTECT") == "snapshot" {
+		return nsNone
+	}
+	if hasCapability(unix.CAP_SYS_ADMIN) {
+		return nsMount
+	}
+	for _, knob := range []struct {
+		path string
+		no   string
+	}{
+		{"/proc/sys/user/max_user_namespaces", "0"},
+		{"/proc/sys/kernel/unprivileged_userns_clone", "0"},
+		{"/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"},
+	} {
+		if b, err := os.ReadFile(knob.path); err == nil && strings.TrimSpace(string(b)) == knob.no {
+			return nsNone
+		}
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		return nsNone
+	}
+	return nsUser
+}
+
+// launcherSysProcAttr is childSysProcAttr plus the launcher's namespace.
+// In a user namespace the command keeps its own uid and gid; other users'
+// files show as the overflow id (nobody).
+func launcherSysProcAttr(ns nsKind) *syscall.SysProcAttr {
+	a := childSysProcAttr()
+	switch ns {
+	case nsMount:
+		a.Unshareflags = syscall.CLONE_NEWNS
+	case nsUser:
+		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+		// The launcher keeps its uid, so exec would clear the capabilities
+		// the new namespace gave it: these two stay, ambient, until it has
+		// arranged its mounts and drops every capability.
+		a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	}
+	return a
+}
+
+// hardenProcess is the first thing every bashcall process does. Every
+// descriptor the host left open is marked close-on-exec, so that none
+// reaches a command, a supervisor or a launcher. The process becomes
+// non-dumpable: its memory and /proc files (environ holds what the scrub
+// withheld from commands) are out of reach of processes of the same user
+// that lack CAP_SYS_PTRACE, confined commands included.
+func hardenProcess() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("close_range: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	return nil
+}
+
+// prepareFork readies this process to start a launcher in ns, and returns
+// what undoes it once the launcher runs. For a user namespace, bashcall
+// writes the child's uid_map and gid_map, which the kernel lets only a
+// dumpable child's owner do, and a child inherits non-dumpability until
+// it execs: bashcall is dumpable for the moment of the fork.
+func prepareFork(ns nsKind) (undo func()) {
+	if ns != nsUser {
+		return func() {}
+	}
+	unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
+	return func() { unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
 }

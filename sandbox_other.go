@@ -5,7 +5,12 @@ package main
 // Landlock exists only on Linux. Elsewhere every confined mode fails closed
 // with the sandbox-unavailable error; only danger-full-access runs.
 
-import "errors"
+import (
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+)
 
 // landlockABI reports that no Landlock is available.
 func landlockABI() (int, error) {
@@ -16,3 +21,27 @@ func landlockABI() (int, error) {
 func runLauncher(args []string) error {
 	return errors.New("the sandbox launcher is only supported on Linux")
 }
+
+// mountNamespace reports none: there is no launcher to give one to.
+func mountNamespace() nsKind { return nsNone }
+
+// launcherSysProcAttr is childSysProcAttr: no namespaces here.
+func launcherSysProcAttr(nsKind) *syscall.SysProcAttr { return childSysProcAttr() }
+
+// hardenProcess marks inherited descriptors close-on-exec, as far as
+// /dev/fd lists them.
+func hardenProcess() error {
+	fds, err := os.ReadDir("/dev/fd")
+	if err != nil {
+		return nil
+	}
+	for _, e := range fds {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
+
+// prepareFork has nothing to ready.
+func prepareFork(nsKind) (undo func()) { return func() {} }

@@ -46,8 +46,9 @@ func TestPlanRuleset(t *testing.T) {
 		got := planRuleset([]string{"/dev/null", "/ws"}, tt.abi)
 		want := rulesetPlan{Handled: tt.handled, Scoped: tt.scoped, Rules: []landlockRule{
 			{Path: "/", Access: accessExecute | accessReadFile | accessReadDir},
-			{Path: "/dev/null", Access: tt.handled},
-			{Path: "/ws", Access: tt.handled},
+			// Device nodes are never created (PROTOCOL.md section 7).
+			{Path: "/dev/null", Access: tt.handled &^ (accessMakeChar | accessMakeBlock)},
+			{Path: "/ws", Access: tt.handled &^ (accessMakeChar | accessMakeBlock)},
 		}}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("planRuleset(abi %d) mismatch (-want +got):\n%s", tt.abi, d)
@@ -96,25 +97,25 @@ func TestStrictlyWider(t *testing.T) {
 // TestPlanSandbox: fail closed without Landlock, the writable set of each
 // mode, and the refusal to expose bashcall's own state.
 func TestPlanSandbox(t *testing.T) {
-	if _, err := planSandbox(modeReadOnly, "/ws", nil, nil, 0, errNoLandlock); err == nil || !strings.Contains(err.Error(), `sandbox mode "read-only" is requested but no sandbox backend is usable on this host`) {
+	if _, err := planSandbox(modeReadOnly, "/ws", nil, nil, nil, 0, errNoLandlock); err == nil || !strings.Contains(err.Error(), `sandbox mode "read-only" is requested but no sandbox backend is usable on this host`) {
 		t.Errorf("no landlock: err = %v", err)
 	}
-	if p, err := planSandbox(modeFullAccess, "/ws", nil, nil, 0, errNoLandlock); err != nil || p.confined() {
+	if p, err := planSandbox(modeFullAccess, "/ws", nil, nil, nil, 0, errNoLandlock); err != nil || p.confined() {
 		t.Errorf("danger-full-access without landlock: %+v, %v", p, err)
 	}
-	p, err := planSandbox(modeReadOnly, "/ws", []string{"/extra"}, nil, 7, nil)
+	p, err := planSandbox(modeReadOnly, "/ws", []string{"/extra"}, nil, nil, 7, nil)
 	if err != nil || cmp.Diff([]string{"/dev/null", "/dev/tty"}, p.Writable) != "" {
 		t.Errorf("read-only writable = %v, %v", p.Writable, err)
 	}
-	p, err = planSandbox(modeWorkspaceWrite, "/ws", []string{"/extra"}, []string{"/state"}, 5, nil)
+	p, err = planSandbox(modeWorkspaceWrite, "/ws", []string{"/extra"}, nil, []string{"/state"}, 5, nil)
 	if err != nil || cmp.Diff([]string{"/dev/null", "/dev/tty", "/ws", "/tmp", "/extra"}, p.Writable) != "" {
 		t.Errorf("workspace-write writable = %v, %v", p.Writable, err)
 	}
-	if p.Facts != (sandboxFacts{Mode: modeWorkspaceWrite, Enforcement: "full"}) {
+	if d := cmp.Diff(sandboxFacts{Mode: modeWorkspaceWrite, Enforcement: "full"}, p.Facts); d != "" {
 		t.Errorf("facts at ABI 5 = %+v", p.Facts)
 	}
 	for _, protected := range []string{"/ws/.state", "/ws", "/"} {
-		_, err = planSandbox(modeWorkspaceWrite, "/ws", nil, []string{protected}, 7, nil)
+		_, err = planSandbox(modeWorkspaceWrite, "/ws", nil, nil, []string{protected}, 7, nil)
 		var te *toolError
 		if !errors.As(err, &te) || !strings.Contains(err.Error(), "must not be able to change") {
 			t.Errorf("protected %q inside the workspace: err = %v", protected, err)

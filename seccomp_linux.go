@@ -1,0 +1,118 @@
+package main
+
+// The launcher's seccomp filter (PROTOCOL.md section 7), built from x/sys
+// types as classic BPF. It covers what neither Landlock nor dropped
+// capabilities do: the owner of a file needs no capability to set its
+// setuid or setgid bit, so a confined command (root's above all) could
+// leave behind a setuid copy of a shell for any local user to run. The
+// filter refuses, with EPERM, every chmod, mknod and file creation whose
+// mode carries S_ISUID or S_ISGID. openat2 (whose mode sits in a struct
+// the filter cannot read) answers ENOSYS, so that callers fall back to
+// openat; io_uring, which would bypass the filter, answers ENOSYS too.
+// System calls of another architecture (32-bit ones on a 64-bit kernel)
+// answer ENOSYS: their numbers mean other calls.
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// seccompCheck is what the filter does with one system call.
+type seccompCheck struct {
+	nr      uint32
+	flagArg int // the open flags argument, -1: the call always creates
+	modeArg int // the mode argument; -1: refuse the call (errno)
+	errno   unix.Errno
+}
+
+// setIDBits are the mode bits no confined command may set.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// oTmpfile is __O_TMPFILE, the bit of O_TMPFILE that is not O_DIRECTORY.
+const oTmpfile = unix.O_TMPFILE &^ unix.O_DIRECTORY
+
+// seccompData offsets (struct seccomp_data): nr, arch, then the arguments
+// as 64-bit values; the low half comes first on the little-endian
+// architectures this filter is built for.
+const (
+	offNr   = 0
+	offArch = 4
+	offArgs = 16
+)
+
+func bpfStmt(code uint16, k uint32) unix.SockFilter {
+	return unix.SockFilter{Code: code, K: k}
+}
+
+func bpfJump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
+	return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+}
+
+func retErrno(e unix.Errno) unix.SockFilter {
+	return bpfStmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ERRNO|uint32(e))
+}
+
+var retAllow = bpfStmt(unix.BPF_RET|unix.BPF_K, unix.SECCOMP_RET_ALLOW)
+
+// buildSeccomp assembles the filter for an architecture's checks.
+func buildSeccomp(arch uint32, maxNr uint32, checks []seccompCheck) []unix.SockFilter {
+	prog := []unix.SockFilter{
+		bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArch),
+		bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, arch, 1, 0),
+		retErrno(unix.ENOSYS),
+		bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offNr),
+	}
+	if maxNr != 0 { // x86-64: the x32 ABI sets bit 30
+		prog = append(prog, bpfJump(unix.BPF_JMP|unix.BPF_JGE|unix.BPF_K, maxNr, 0, 1), retErrno(unix.ENOSYS))
+	}
+	for _, c := range checks {
+		body := checkBody(c)
+		prog = append(prog, bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, c.nr, 0, uint8(len(body))))
+		prog = append(prog, body...)
+	}
+	return append(prog, retAllow)
+}
+
+// checkBody is the code run for one matched system call; it always ends
+// in a return, so that the next check starts unmatched.
+func checkBody(c seccompCheck) []unix.SockFilter {
+	if c.modeArg < 0 {
+		return []unix.SockFilter{retErrno(c.errno)}
+	}
+	var body []unix.SockFilter
+	if c.flagArg >= 0 {
+		// Not creating: the mode argument means nothing.
+		body = append(body,
+			bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, uint32(offArgs+8*c.flagArg)),
+			bpfJump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, unix.O_CREAT|oTmpfile, 1, 0),
+			retAllow)
+	}
+	return append(body,
+		bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, uint32(offArgs+8*c.modeArg)),
+		bpfJump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, setIDBits, 0, 1),
+		retErrno(c.errno),
+		retAllow)
+}
+
+// installSeccomp loads the filter on the calling thread. no_new_privs
+// must be set already.
+func installSeccomp() error {
+	arch, maxNr, checks := seccompArch()
+	if checks == nil {
+		return nil // no table for this architecture: see seccompArch
+	}
+	prog := buildSeccomp(arch, maxNr, checks)
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_SECCOMP): %w", err)
+	}
+	return nil
+}
+
+// seccompEnforced reports whether this architecture has a filter.
+func seccompEnforced() bool {
+	_, _, checks := seccompArch()
+	return checks != nil
+}
