@@ -4,6 +4,7 @@ package main
 // escalation, sandbox, environment) and run it in the foreground.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,7 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	inv, err := loadSettings(&c, true)
 	if err != nil {
-		return err
+		return answerFailure(stdin, stdout, *textFlag, err)
 	}
 	if f, ok := stdin.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -65,6 +66,27 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	signal.Notify(inv.abort, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(inv.abort)
 	return writeResponse(stdout, inv.handle(req), *textFlag)
+}
+
+// answerFailure answers a call that bashcall cannot serve at all (a bad
+// config, a refused state dir) with an error response, so that a host can
+// always parse stdout, and returns err for the exit status and stderr.
+func answerFailure(stdin io.Reader, stdout io.Writer, textOnly bool, err error) error {
+	data, rerr := readRequest(stdin)
+	if rerr != nil || len(bytes.TrimSpace(data)) == 0 {
+		return err
+	}
+	resp := &response{}
+	if req, perr := parseRequest(data); perr == nil {
+		resp.ID, resp.Name = req.ID, req.Name
+	}
+	why := "internal: " + err.Error()
+	if errors.As(err, new(usageError)) {
+		why = "invalid configuration: " + err.Error()
+	}
+	setError(resp, &toolError{why})
+	writeResponse(stdout, resp, textOnly)
+	return err
 }
 
 // writeResponse writes the JSON line, or only the text with -text.
@@ -193,6 +215,9 @@ func (inv *invocation) resolveDirs(s *session, workdir string) (workspace, dir s
 		if workspace, err = canonicalDir(s.CWD); err != nil {
 			return "", "", toolErrorf("bad session cwd %q: %v", s.CWD, err)
 		}
+		if err := inv.pinWorkspace(s.ID, s.CWD, workspace); err != nil {
+			return "", "", err
+		}
 	case inv.cfg.Workspace != "":
 		if workspace, err = canonicalDir(inv.cfg.Workspace); err != nil {
 			return "", "", toolErrorf("bad workspace %q: %v", inv.cfg.Workspace, err)
@@ -273,26 +298,24 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if err != nil {
 		return err
 	}
-	var extraEnv, roots []string
-	roots = append(roots, inv.cfg.Sandbox.WritableRoots...)
+	var extraEnv, extra []string
 	if mode == modeWorkspaceWrite {
 		if cache := inv.sandboxCache(s.ID); cache != "" {
-			roots = append(roots, cache)
+			extra = append(extra, cache)
 			extraEnv = append(extraEnv, "XDG_CACHE_HOME="+cache)
 		}
 	}
 	abi, abiErr := landlockABI()
-	if p.sandbox, err = planSandbox(mode, p.workspace, roots, inv.protected, abi, abiErr); err != nil {
+	if p.sandbox, err = planSandbox(mode, p.workspace, inv.cfg.Sandbox.WritableRoots, extra, inv.controlPaths(), abi, abiErr); err != nil {
+		return err
+	}
+	if err := p.sandbox.protect(mountNamespace()); err != nil {
 		return err
 	}
 	p.env = commandEnv(inv.environ, &inv.cfg.Env, extraEnv, inv.stateDir, s.ID)
 	p.argv = []string{shell, "-c", a.Command}
 	if p.sandbox.confined() {
-		launch := []string{selfExe(), launcherArg}
-		for _, w := range p.sandbox.Writable {
-			launch = append(launch, "-w", w)
-		}
-		p.argv = append(append(launch, "--"), p.argv...)
+		p.argv = p.sandbox.launcherArgs(p.argv)
 	}
 	return nil
 }
@@ -313,8 +336,11 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: stdout, Stderr: stderr,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Launcher: p.sandbox.confined(), Subreaper: true,
+		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, Subreaper: true,
 	})
+	// The command's tree is gone: put back what it changed of the
+	// protected files, whatever became of it.
+	reverted, restoreErr := p.sandbox.Guard.restore()
 	if err != nil {
 		return startError(err)
 	}
@@ -331,6 +357,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	}
 	facts := p.sandbox.Facts
 	facts.Denied = classifyDenied(facts.Mode, r.ExitCode, r.Stderr.Text)
+	facts.restored(reverted, restoreErr)
 	r.Sandbox = &facts
 	resp.StructuredContent = r
 	if out.Aborted {

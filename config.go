@@ -98,6 +98,19 @@ func configPath(flagValue string, getenv func(string) string) string {
 	if p := getenv("BASHCALL_CONFIG"); p != "" {
 		return p
 	}
+	p := defaultConfigPath(getenv)
+	if p == "" {
+		return ""
+	}
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// defaultConfigPath is $XDG_CONFIG_HOME/bashcall/config.toml (or under
+// ~/.config), whether it exists or not; "" without a home.
+func defaultConfigPath(getenv func(string) string) string {
 	base := getenv("XDG_CONFIG_HOME")
 	if base == "" {
 		home := getenv("HOME")
@@ -106,11 +119,7 @@ func configPath(flagValue string, getenv func(string) string) string {
 		}
 		base = filepath.Join(home, ".config")
 	}
-	p := filepath.Join(base, "bashcall", "config.toml")
-	if _, err := os.Stat(p); err != nil {
-		return ""
-	}
-	return p
+	return filepath.Join(base, "bashcall", "config.toml")
 }
 
 // loadConfig decodes the file at p strictly over the defaults and validates
@@ -189,8 +198,10 @@ func (c *config) validate() error {
 	if c.Approval.Policy != "ask" && c.Approval.Policy != "never" {
 		return fmt.Errorf(`approval.policy must be "ask" or "never", got %q`, c.Approval.Policy)
 	}
-	if len(c.Approval.Command) > 0 && c.Approval.Command[0] == "" {
-		return errors.New("approval.command: the program name is empty")
+	if len(c.Approval.Command) > 0 && !filepath.IsAbs(c.Approval.Command[0]) {
+		// A name looked up on PATH could be found in a directory that a
+		// confined command can write.
+		return fmt.Errorf("approval.command: the program must be an absolute path, got %q", c.Approval.Command[0])
 	}
 	return c.Env.validate()
 }

@@ -93,16 +93,39 @@ func TestConfigDiscovery(t *testing.T) {
 	}
 }
 
-// TestStateDirRefused: a state dir open to others, or a file, is refused
-// with the path and the fix; a missing one is created 0700.
+// TestStateDirRefused: a state dir of ours that a command opened up is
+// restored to 0700 with a word on stderr; one owned by someone else, or in
+// a directory others can write without the sticky bit, or a file, is
+// refused with the path and the fix; a missing one is created 0700.
 func TestStateDirRefused(t *testing.T) {
 	e := newTestEnv(t, "")
 	open := filepath.Join(e.dir, "open")
 	os.Mkdir(open, 0o755)
 	r := e.run(bashReq("true", ""), "-state-dir", open)
-	want := `bashcall: error: state dir "` + open + `" is group or other accessible (mode 0755)` + "\nhint: chmod 700 \"" + open + "\"\n"
-	if r.code != 1 || r.stderr != want {
-		t.Errorf("exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+	want := `bashcall: restored mode 0700 of "` + open + `" (it was 0755)` + "\n"
+	if fi, err := os.Stat(open); r.code != 0 || r.stderr != want || err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("exit %d, stderr %q, mode %v; want 0, %q, 0700", r.code, r.stderr, fi.Mode(), want)
+	}
+	if os.Geteuid() == 0 {
+		theirs := filepath.Join(e.dir, "theirs")
+		os.Mkdir(theirs, 0o700)
+		os.Chown(theirs, 65534, 65534)
+		r = e.run(bashReq("true", ""), "-state-dir", theirs)
+		want = `bashcall: error: state dir "` + theirs + `" is owned by uid 65534, not by this user (uid 0)` + "\nhint: use a state dir of your own with -state-dir or $BASHCALL_STATE_DIR\n"
+		if r.code != 1 || r.stderr != want {
+			t.Errorf("someone else's: exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+		}
+	}
+	shared := filepath.Join(e.dir, "shared")
+	os.Mkdir(shared, 0o777)
+	os.Chmod(shared, 0o777)
+	r = e.run(bashReq("true", ""), "-state-dir", filepath.Join(shared, "state"))
+	if r.code != 1 || !strings.Contains(r.stderr, "which others can write (mode 0777, no sticky bit)") || !strings.Contains(r.stderr, "hint: ") {
+		t.Errorf("world-writable parent: exit %d, stderr %q", r.code, r.stderr)
+	}
+	os.Chmod(shared, 0o777|os.ModeSticky)
+	if r = e.run(bashReq("true", ""), "-state-dir", filepath.Join(shared, "state2")); r.code != 0 {
+		t.Errorf("sticky parent: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = e.run(bashReq("true", ""))
 	if fi, err := os.Stat(e.stateDir); r.code != 0 || err != nil || fi.Mode().Perm() != 0o700 {

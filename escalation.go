@@ -144,7 +144,7 @@ func (inv *invocation) ensureSessionDir(key string) (string, error) {
 		return "", err
 	}
 	dir := inv.sessionDir(key)
-	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending"), filepath.Join(dir, "running")} {
+	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending"), filepath.Join(dir, "running"), filepath.Join(dir, "workspaces")} {
 		if _, err := privateDir(d); err != nil {
 			return "", err
 		}

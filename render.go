@@ -33,6 +33,12 @@ func markerExit(code int) string         { return "[exit code: " + strconv.Itoa(
 func markerDropped(paths string) string {
 	return "[some output was dropped from memory; full output: " + paths + "]"
 }
+func markerReverted(paths []string) string {
+	return "[sandbox: reverted changes to protected files: " + strings.Join(paths, ", ") + "]"
+}
+func markerRestoreFailed(detail string) string {
+	return "[sandbox: could not restore protected files: " + detail + "]"
+}
 func markerRunnerFailed(mode string) string {
 	return "[sandbox: the sandbox runner itself failed under " + mode + " mode — the command did not run; this is a sandbox problem, not a command failure]"
 }
@@ -52,6 +58,33 @@ type sandboxFacts struct {
 	Enforcement  string `json:"enforcement,omitempty"`
 	Scoped       bool   `json:"scoped,omitempty"`
 	RunnerFailed bool   `json:"runnerFailed,omitempty"`
+	// Reverted lists protected files the command changed and bashcall
+	// put back; RestoreFailed says why one could not be.
+	Reverted      []string `json:"reverted,omitempty"`
+	RestoreFailed string   `json:"restoreFailed,omitempty"`
+}
+
+// sandboxMarkers are the sandbox's lines of a settled run: the denial,
+// the protected files put back, then the escalation offer when either
+// happened and escalation is advertised.
+func sandboxMarkers(sb *sandboxFacts, escalation bool) []string {
+	if sb == nil {
+		return nil
+	}
+	var lines []string
+	if sb.Denied {
+		lines = append(lines, markerDenied(sb.Mode))
+	}
+	if len(sb.Reverted) > 0 {
+		lines = append(lines, markerReverted(sb.Reverted))
+	}
+	if sb.RestoreFailed != "" {
+		lines = append(lines, markerRestoreFailed(sb.RestoreFailed))
+	}
+	if len(lines) > 0 && escalation {
+		lines = append(lines, markerEscalate)
+	}
+	return lines
 }
 
 // foregroundResult is the structuredContent of a foreground run.
@@ -110,13 +143,7 @@ func renderForeground(r *foregroundResult, escalation bool) string {
 	if body == "" {
 		body = textNoOutput
 	}
-	var markers []string
-	if r.Sandbox != nil && r.Sandbox.Denied {
-		markers = append(markers, markerDenied(r.Sandbox.Mode))
-		if escalation {
-			markers = append(markers, markerEscalate)
-		}
-	}
+	markers := sandboxMarkers(r.Sandbox, escalation)
 	if r.TimedOut {
 		markers = append(markers, markerTimedOut(r.TimeoutMs))
 	}
@@ -174,14 +201,10 @@ func renderTaskRead(r *taskRead, escalation bool) string {
 		lines = append(lines, markerDropped(paths))
 	}
 	if sb := r.Sandbox; sb != nil && r.Status.State != stateRunning {
-		switch {
-		case sb.RunnerFailed:
+		if sb.RunnerFailed {
 			lines = append(lines, markerRunnerFailed(sb.Mode))
-		case sb.Denied:
-			lines = append(lines, markerDenied(sb.Mode))
-			if escalation {
-				lines = append(lines, markerEscalate)
-			}
+		} else {
+			lines = append(lines, sandboxMarkers(sb, escalation)...)
 		}
 	}
 	lines = append(lines, "[status: "+r.Status.String()+"]")

@@ -128,7 +128,9 @@ func TestSandboxWorkspaceWrite(t *testing.T) {
 		{name: "tmp", command: "f=$(mktemp) && echo x > $f && rm $f", ok: true},
 		{name: "symlink_out", command: "ln -s " + q(outside) + " link && echo pwned > link", denied: true, intact: outside},
 		{name: "hard_link", command: "ln " + q(outside) + " hard && echo pwned >> hard", intact: outside, absent: filepath.Join(e.workspace, "hard")},
-		{name: "mv_in", command: "mv " + q(outside) + " stolen", denied: true, intact: outside, absent: filepath.Join(e.workspace, "stolen")},
+		// Where the workspace is a mount of its own, mv falls back to a
+		// copy (reading is allowed) and its unlink of the original fails.
+		{name: "mv_in", command: "mv " + q(outside) + " stolen", denied: true, intact: outside},
 		{name: "truncate", command: "truncate -s 0 " + q(outside), denied: true, intact: outside},
 		{name: "colon_redirect", command: ": > " + q(outside), denied: true, intact: outside},
 		{name: "rm", command: "rm -f " + q(outside), denied: true, intact: outside},

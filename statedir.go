@@ -36,10 +36,29 @@ func openStateDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("state dir %q: %w", dir, err)
 	}
+	if err := checkParentDir(canon); err != nil {
+		return "", err
+	}
 	if err := checkPrivateDir(canon); err != nil {
 		return "", err
 	}
 	return canon, nil
+}
+
+// checkParentDir refuses a state dir whose parent others could write
+// without the sticky bit: they could rename it away and put their own in
+// its place.
+func checkParentDir(dir string) error {
+	parent := filepath.Dir(dir)
+	fi, err := os.Stat(parent)
+	if err != nil {
+		return fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return &hintError{fmt.Errorf("state dir %q is in %q, which others can write (mode %04o, no sticky bit)", dir, parent, fi.Mode().Perm()),
+			fmt.Sprintf("use a state dir in a directory only you can write, or chmod +t %q", parent)}
+	}
+	return nil
 }
 
 // checkPrivateDir refuses a directory that another user could read or
@@ -57,8 +76,14 @@ func checkPrivateDir(dir string) error {
 		return &hintError{fmt.Errorf("state dir %q is owned by uid %d, not by this user (uid %d)", dir, st.Uid, os.Geteuid()),
 			"use a state dir of your own with -state-dir or $BASHCALL_STATE_DIR"}
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return &hintError{fmt.Errorf("state dir %q is group or other accessible (mode %04o)", dir, perm),
+	// Ours, but opened up or closed (a command can chmod what it owns):
+	// restored, with a word on stderr, and everything beneath it too.
+	if fi.Mode().Perm() != 0o700 {
+		repairTree(dir)
+		fi, _ = os.Stat(dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		return &hintError{fmt.Errorf("state dir %q has mode %04o and it could not be restored to 0700", dir, fi.Mode().Perm()),
 			fmt.Sprintf("chmod 700 %q", dir)}
 	}
 	return nil
@@ -76,7 +101,10 @@ func privateDir(parts ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 {
+	if fi.IsDir() {
+		fi = repairMode(dir, fi)
+	}
+	if !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		return "", fmt.Errorf("%q is not a private directory", dir)
 	}
 	return dir, nil

@@ -33,6 +33,8 @@ type taskSpec struct {
 	Dir      string       `json:"dir"`
 	Env      []string     `json:"env"`
 	Launcher bool         `json:"launcher"`
+	NS       nsKind       `json:"ns,omitempty"`
+	Guard    *gitGuard    `json:"guard,omitempty"`
 	Sandbox  sandboxFacts `json:"sandbox"`
 }
 
@@ -52,7 +54,8 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 	if err != nil {
 		return err
 	}
-	spec := &taskSpec{Argv: p.argv, Dir: p.workdir, Env: p.env, Launcher: p.sandbox.confined(), Sandbox: p.sandbox.Facts}
+	spec := &taskSpec{Argv: p.argv, Dir: p.workdir, Env: p.env, Launcher: p.sandbox.confined(), NS: p.sandbox.NS,
+		Guard: p.sandbox.Guard, Sandbox: p.sandbox.Facts}
 	if err := inv.spawnSupervisor(t, spec); err != nil {
 		t.settleOrphan()
 	}
@@ -155,7 +158,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
 		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
-		Launcher: spec.Launcher, Subreaper: true,
+		Launcher: spec.Launcher, NS: spec.NS, Subreaper: true,
 		Started: func(pid int) {
 			rec := procRecord{PID: pid, BootID: bootID()}
 			rec.Start, _ = procStartTime(pid)
@@ -164,6 +167,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 		},
 	})
 	final := &taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Sandbox: &spec.Sandbox}
+	final.Sandbox.restored(spec.Guard.restore())
 	switch {
 	case err != nil:
 		fmt.Fprintf(outs[1], "bashcall: %v\n", startError(err))

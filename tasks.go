@@ -25,6 +25,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -122,7 +123,13 @@ func (inv *invocation) loadTask(id string) (*task, error) {
 		return nil, os.ErrNotExist
 	}
 	t := &task{id: id, dir: filepath.Join(inv.tasksDir(), id)}
-	if err := readJSON(filepath.Join(t.dir, "task.json"), &t.meta); err != nil {
+	err := readJSON(filepath.Join(t.dir, "task.json"), &t.meta)
+	if errors.Is(err, fs.ErrPermission) {
+		// A command changed the modes of bashcall's files: repair, retry.
+		repairTree(inv.tasksDir())
+		err = readJSON(filepath.Join(t.dir, "task.json"), &t.meta)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -240,7 +247,12 @@ func lockFile(p string) (func(), error) {
 
 // ownedIDs lists the task ids recorded for an owner key, oldest first.
 func (inv *invocation) ownedIDs(key, sub string) []string {
-	d, err := os.Open(filepath.Join(inv.sessionDir(key), sub))
+	p := filepath.Join(inv.sessionDir(key), sub)
+	d, err := os.Open(p)
+	if errors.Is(err, fs.ErrPermission) {
+		repairTree(filepath.Dir(inv.sessionDir(key))) // as loadTask does
+		d, err = os.Open(p)
+	}
 	if err != nil {
 		return nil
 	}

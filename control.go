@@ -1,0 +1,147 @@
+package main
+
+// bashcall's control paths (PROTOCOL.md section 7): what a confined command
+// must never be able to write, replace or redirect, and the repairs
+// bashcall makes where the kernel cannot prevent a change.
+//
+// The control paths are the state dir, the config file in use, the default
+// config path and the directory that would hold it (even when nothing
+// exists there yet: a command that could create it would choose the mode
+// of every later call), the spool dir, the bashcall executable (the host
+// runs it unconfined next) and the approval command. A call whose writable
+// set would contain one of them, or lie inside one, is refused.
+//
+// A session's workspace is pinned by its first call (device and inode):
+// a command that renames the workspace away and puts a symlink in its
+// place cannot make the next call's writable set somewhere else.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// controlPaths lists the paths no confined command may change.
+func (inv *invocation) controlPaths() []string {
+	out := append([]string(nil), inv.protected...)
+	if def := defaultConfigPath(inv.getenv); def != "" {
+		out = append(out, canonicalPrefix(def), canonicalPrefix(filepath.Dir(def)))
+	}
+	if exe, err := os.Executable(); err == nil {
+		out = append(out, canonicalPrefix(exe))
+	}
+	if len(inv.cfg.Approval.Command) > 0 {
+		out = append(out, canonicalPrefix(inv.cfg.Approval.Command[0]))
+	}
+	return out
+}
+
+// canonicalPrefix resolves the symlinks of the longest existing ancestor
+// of p and appends the rest, so that a path that does not exist yet is
+// still compared by where it would be created.
+func canonicalPrefix(p string) string {
+	p = filepath.Clean(p)
+	rest := ""
+	for {
+		if c, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(c, rest)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(p, rest)
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}
+
+// workspacePin is what a session's first call recorded of its workspace.
+type workspacePin struct {
+	Given string `json:"given"` // the session cwd as the host sent it
+	Path  string `json:"path"`  // canonical
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+}
+
+// pinWorkspace records the session's workspace at its first call with a
+// given cwd, and refuses a later call whose cwd now resolves to another
+// directory. Calls without a session have nothing to pin against.
+func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
+	if sessionID == "" {
+		return nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(canonical, &st); err != nil {
+		return toolErrorf("bad session cwd %q: %v", given, err)
+	}
+	now := workspacePin{Given: given, Path: canonical, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	dir, err := inv.ensureSessionDir(ownerKey(sessionID))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(given))
+	p := filepath.Join(dir, "workspaces", hex.EncodeToString(sum[:16])+".json")
+	var was workspacePin
+	switch err := readJSON(p, &was); {
+	case errors.Is(err, fs.ErrNotExist):
+		return writeJSON(p, &now)
+	case err != nil:
+		return fmt.Errorf("reading the session's workspace pin: %w", err)
+	case was.Path != now.Path || was.Dev != now.Dev || was.Ino != now.Ino:
+		return toolErrorf("refusing the session cwd %q: it now resolves to %q (device %d, inode %d), but this session's first call pinned it at %q (device %d, inode %d); the directory was replaced since. Use a new session for a new directory", given, now.Path, now.Dev, now.Ino, was.Path, was.Dev, was.Ino)
+	}
+	return nil
+}
+
+// repairMode gives a directory or file of bashcall's own back its private
+// mode when a command changed it (Landlock does not govern chmod), saying
+// so on stderr. Something owned by another user is left alone: the
+// caller's check refuses it.
+func repairMode(p string, fi fs.FileInfo) fs.FileInfo {
+	want := fs.FileMode(0o600)
+	if fi.IsDir() {
+		want = 0o700
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) != os.Geteuid() || fi.Mode()&fs.ModeSymlink != 0 || fi.Mode().Perm() == want {
+		return fi
+	}
+	if err := os.Chmod(p, want); err != nil {
+		return fi
+	}
+	warnf("bashcall: restored mode %04o of %q (it was %04o)", want, p, fi.Mode().Perm())
+	if again, err := os.Lstat(p); err == nil {
+		return again
+	}
+	return fi
+}
+
+// warnf reports a repair on bashcall's stderr.
+var warnf = func(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}
+
+// repairTree restores the private modes of everything of bashcall's own
+// under dir (repairMode on each entry, symlinks untouched), after a
+// change was seen: a command that can chmod one file can chmod them all.
+func repairTree(dir string) {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return
+	}
+	if fi = repairMode(dir, fi); !fi.IsDir() {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		repairTree(filepath.Join(dir, e.Name()))
+	}
+}

@@ -1,0 +1,323 @@
+package main
+
+// Attacks on confinement, each performed for real (PROTOCOL.md sections 5
+// and 7): a hostile command tries to widen its sandbox, keep privileges,
+// plant control files or deny service to another session, and fails.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// mechanisms are the two ways planted-code paths and control files are
+// protected: a private mount namespace, and (forced) snapshots.
+var mechanisms = []struct {
+	name string
+	env  []string
+}{
+	{"namespace", nil},
+	{"snapshot", []string{"BASHCALL_PROTECT=snapshot"}},
+}
+
+// sessionCall is a bash request of session id in workspace cwd.
+func sessionCall(command, id, cwd, extra string) string {
+	args := `{"command":` + jsonString(command) + `,"description":"d"`
+	if extra != "" {
+		args += "," + extra
+	}
+	return `{"name":"bash","arguments":` + args + `},"session":{"id":` + jsonString(id) + `,"cwd":` + jsonString(cwd) + `}}`
+}
+
+// TestWorkspaceSwap: a command replaces its workspace with a symlink to a
+// directory outside every writable one (or with another directory); the
+// session's next call must not write there.
+func TestWorkspaceSwap(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		for _, swap := range []string{"symlink", "directory"} {
+			t.Run(m.name+"/"+swap, func(t *testing.T) {
+				e := newTestEnv(t, "")
+				e.extraEnv = m.env
+				parent, err := os.MkdirTemp("/tmp", "bashcall-swap-") // writable by the command
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer os.RemoveAll(parent)
+				ws := filepath.Join(parent, "x")
+				os.Mkdir(ws, 0o755)
+				target := filepath.Join(e.dir, "precious")
+				os.Mkdir(target, 0o755)
+				attack := fmt.Sprintf("cd / && mv %q %q.old && ln -s %q %q && echo swapped", ws, ws, target, ws)
+				if swap == "directory" {
+					attack = fmt.Sprintf("cd / && mv %q %q.old && mkdir %q && echo swapped", ws, ws, ws)
+				}
+				first := e.call(sessionCall(attack, "S", ws, ""))
+				second := e.call(sessionCall("touch planted && echo planted", "S", ws, ""))
+				if _, err := os.Lstat(filepath.Join(target, "planted")); err == nil {
+					t.Fatalf("the second call wrote into the swapped-in directory: %q", second.text())
+				}
+				if strings.Contains(first.text(), "swapped") {
+					if !second.IsError || !strings.Contains(second.text(), "refusing the session cwd "+jsonString(ws)) {
+						t.Errorf("after a swap, the next call = %q", second.text())
+					}
+				} else if m.name == "snapshot" {
+					t.Errorf("the swap failed where nothing prevents it: %q", first.text())
+				}
+				t.Logf("swap: %q; next call: %q", first.text(), second.text())
+			})
+		}
+	}
+}
+
+// TestWritableRootSymlink: a writable_roots entry reached through a
+// symlink is refused, never granted at its target.
+func TestWritableRootSymlink(t *testing.T) {
+	requireABI(t, 1)
+	dir := newTestEnv(t, "").dir
+	target := filepath.Join(dir, "target")
+	os.Mkdir(target, 0o755)
+	link := filepath.Join(dir, "link")
+	os.Symlink(target, link)
+	e := newTestEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(link)+"]\n")
+	r := e.call(bashReq("touch "+filepath.Join(link, "x"), ""))
+	want := fmt.Sprintf("Error: refusing to run under workspace-write: the writable root %q is reached through a symlink (it resolves to %q)", link, target)
+	if !r.IsError || !strings.HasPrefix(r.text(), want) {
+		t.Errorf("text = %q, want prefix %q", r.text(), want)
+	}
+	if _, err := os.Stat(filepath.Join(target, "x")); err == nil {
+		t.Error("the command wrote through the symlinked root")
+	}
+}
+
+// TestControlPathsRefused: a writable set that would hold the default
+// config path (even before it exists), the bashcall executable or the
+// approval command is refused with both paths named; a relative approval
+// command is a configuration error.
+func TestControlPathsRefused(t *testing.T) {
+	requireABI(t, 1)
+	e := newTestEnv(t, "")
+	conf := filepath.Join(e.workspace, "conf")
+	e.extraEnv = []string{"XDG_CONFIG_HOME=" + conf}
+	r := e.call(bashReq(`mkdir -p "$XDG_CONFIG_HOME/bashcall" && echo '[sandbox]' > "$XDG_CONFIG_HOME/bashcall/config.toml"`, ""))
+	want := fmt.Sprintf("overlaps %q", filepath.Join(conf, "bashcall", "config.toml"))
+	if !r.IsError || !strings.Contains(r.text(), want) || !strings.Contains(r.text(), jsonString(e.workspace)) {
+		t.Errorf("default config path in the workspace: %q, want it refused naming both paths", r.text())
+	}
+	if _, err := os.Stat(conf); err == nil {
+		t.Error("the command created the config directory")
+	}
+
+	// The executable, copied into the workspace and run from there.
+	e = newTestEnv(t, "")
+	exe, _ := os.Executable()
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := filepath.Join(e.workspace, "bashcall")
+	if err := os.WriteFile(inside, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := e.cmd()
+	c.Path, c.Args[0] = inside, inside
+	c.Stdin = strings.NewReader(bashReq("echo trojan > bashcall", ""))
+	out, _ := c.Output()
+	w := decodeResponse(t, string(out))
+	if !w.IsError || !strings.Contains(w.text(), fmt.Sprintf("overlaps %q", inside)) {
+		t.Errorf("executable in the workspace: %q", w.text())
+	}
+
+	// The approval command: relative is refused outright, inside the
+	// workspace the call is.
+	e = newTestEnv(t, "[approval]\ncommand = [\"approve.sh\"]\n")
+	res := e.run(bashReq("true", ""))
+	if res.code != 2 || !strings.Contains(res.stdout, `Error: invalid configuration: config `) || !strings.Contains(res.stdout, `approval.command: the program must be an absolute path, got \"approve.sh\"`) {
+		t.Errorf("relative approval command: exit %d, %q", res.code, res.stdout)
+	}
+	e = newTestEnv(t, "")
+	approver := filepath.Join(e.workspace, "approve.sh")
+	os.WriteFile(e.config, []byte("[approval]\ncommand = ["+jsonString(approver)+"]\n"), 0o600)
+	r = e.call(bashReq("echo 'echo allowed-once' > approve.sh", ""))
+	if !r.IsError || !strings.Contains(r.text(), fmt.Sprintf("overlaps %q", approver)) {
+		t.Errorf("approval command in the workspace: %q", r.text())
+	}
+}
+
+// TestNoPrivileges: a confined command has no capabilities and
+// no_new_privs, cannot make a setuid file or a device node, cannot change
+// the mode or owner of files outside its writable set, and cannot read
+// bashcall's own environment through /proc. As root and as an
+// unprivileged user.
+func TestNoPrivileges(t *testing.T) {
+	requireABI(t, 1)
+	for _, user := range []string{"root", "nobody"} {
+		for _, m := range mechanisms {
+			t.Run(user+"/"+m.name, func(t *testing.T) {
+				if user == "root" && os.Geteuid() != 0 {
+					t.Skip("needs root")
+				}
+				e := newTestEnv(t, "")
+				outside := filepath.Join(e.dir, "outside")
+				os.Mkdir(outside, 0o755)
+				shell := filepath.Join(outside, "sh")
+				b, _ := os.ReadFile("/bin/true")
+				os.WriteFile(shell, b, 0o755)
+				if user == "nobody" {
+					e.asNobody()
+				}
+				e.extraEnv = append(m.env, "MY_SECRET=hunter2")
+				script := fmt.Sprintf(`grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status
+chmod 4755 %[1]q; chown 0:0 %[1]q; touch -d 2001-01-01 %[1]q
+cp /bin/true "$PWD/suid" && chmod 4755 "$PWD/suid"; stat -c 'suid-mode %%a' "$PWD/suid"
+mknod "$PWD/blk" b 8 0; mknod "$PWD/chr" c 1 3
+cat /proc/$PPID/environ /proc/$PPID/cmdline; tr '\0' '\n' < /proc/$PPID/environ | grep -c MY_SECRET
+true`, shell)
+				r := e.call(bashReq(script, ""))
+				text := r.text()
+				for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
+					if !strings.Contains(text, set+":\t0000000000000000") {
+						t.Errorf("%s is not empty:\n%s", set, text)
+					}
+				}
+				if !strings.Contains(text, "NoNewPrivs:\t1") {
+					t.Errorf("no_new_privs is not set:\n%s", text)
+				}
+				if m.name == "namespace" && !strings.Contains(text, "CapBnd:\t0000000000000000") {
+					t.Errorf("the bounding set is not empty:\n%s", text)
+				}
+				if strings.Contains(text, "hunter2") {
+					t.Errorf("bashcall's environment leaked:\n%s", text)
+				}
+				if strings.Contains(text, "suid-mode 4755") {
+					t.Errorf("a setuid file was made:\n%s", text)
+				}
+				// Without a namespace, Landlock does not govern the metadata
+				// of a file the user owns; the setuid bit is refused anyway.
+				fi, err := os.Stat(shell)
+				if err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					t.Errorf("the outside file became setuid: %v %v\n%s", fi.Mode(), err, text)
+				}
+				if m.name == "namespace" && (fi.Mode().Perm() != 0o755 || fi.ModTime().Year() == 2001) {
+					t.Errorf("the outside file changed: %v %v\n%s", fi.Mode(), fi.ModTime(), text)
+				}
+				if st := fi.Sys().(*syscall.Stat_t); user == "nobody" && st.Uid != nobodyID {
+					t.Errorf("the outside file changed owner to %d", st.Uid)
+				}
+				for _, dev := range []string{"blk", "chr"} {
+					if _, err := os.Lstat(filepath.Join(e.workspace, dev)); err == nil {
+						t.Errorf("a device node %s was made:\n%s", dev, text)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestInheritedDescriptors: a descriptor the host left open reaches no
+// command, in the foreground or in a background task, in any mode.
+func TestInheritedDescriptors(t *testing.T) {
+	for _, mode := range []string{modeReadOnly, modeFullAccess} {
+		for _, bg := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/background=%v", mode, bg), func(t *testing.T) {
+				if mode != modeFullAccess {
+					requireABI(t, 1)
+				}
+				e := newTestEnv(t, "[sandbox]\nmode = "+jsonString(mode)+"\n")
+				logPath := filepath.Join(e.dir, "host.log")
+				logFile, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, 0o600)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer logFile.Close()
+				script := `ls -l /proc/$$/fd/; echo pwned >&3; echo pwned >&4; true`
+				extra := ""
+				if bg {
+					extra = `"run_in_background":true`
+				}
+				c := e.cmd()
+				c.ExtraFiles = []*os.File{logFile, logFile} // descriptors 3 and 4
+				c.Stdin = strings.NewReader(sessionReq("bash", `{"command":`+jsonString(script)+`,"description":"d"`+prefixComma(extra)+`}`, "S"))
+				out, err := c.Output()
+				if err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+				text := decodeResponse(t, string(out)).text()
+				if bg {
+					text = e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true}`, "S")).text()
+				}
+				if strings.Contains(text, "host.log") {
+					t.Errorf("an inherited descriptor reached the command:\n%s", text)
+				}
+				if b, _ := os.ReadFile(logPath); len(b) != 0 {
+					t.Errorf("the command wrote through an inherited descriptor: %q", b)
+				}
+			})
+		}
+	}
+}
+
+func prefixComma(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "," + s
+}
+
+// TestTamperingRepaired: a confined command of session A changes the
+// modes of the state dir and of session B's task. Where a mount namespace
+// is had the changes fail; elsewhere bashcall repairs them and says so.
+// Either way B still reads its task and every later invocation works.
+func TestTamperingRepaired(t *testing.T) {
+	requireABI(t, 1)
+	for _, user := range []string{"root", "nobody"} {
+		for _, m := range mechanisms {
+			t.Run(user+"/"+m.name, func(t *testing.T) {
+				if user == "root" && os.Geteuid() != 0 {
+					t.Skip("needs root")
+				}
+				e := newTestEnv(t, "")
+				if user == "nobody" {
+					e.asNobody()
+				}
+				e.extraEnv = m.env
+				start := e.call(sessionReq("bash", `{"command":"echo hello-from-b; sleep 30","description":"d","run_in_background":true}`, "B"))
+				if start.text() != "started background task bash-1" {
+					t.Fatalf("start: %q", start.text())
+				}
+				attack := `chmod -R 000 "$BASHCALL_HOME/tasks" "$BASHCALL_HOME/sessions"; chmod 000 "$BASHCALL_HOME"/tasks/*; chmod 755 "$BASHCALL_HOME"; stat -c '%a' "$BASHCALL_HOME"; true`
+				a := e.call(sessionReq("bash", `{"command":`+jsonString(attack)+`,"description":"d"}`, "A"))
+				t.Logf("attack: %q", a.text())
+				res := e.run(sessionReq("bash_output", `{"task_id":"bash-1"}`, "B"))
+				if res.code != 0 {
+					t.Fatalf("B's read: exit %d, stderr %q", res.code, res.stderr)
+				}
+				if text := decodeResponse(t, res.stdout).text(); !strings.Contains(text, "hello-from-b") {
+					t.Errorf("B's read after the attack = %q (stderr %q)", text, res.stderr)
+				}
+				if fi, err := os.Stat(e.stateDir); err != nil || fi.Mode().Perm() != 0o700 {
+					t.Errorf("state dir mode = %v, %v", fi.Mode(), err)
+				}
+				if r := e.call(sessionReq("bash_list", `{}`, "B")); !strings.Contains(r.text(), "bash-1 running") {
+					t.Errorf("B's list = %q", r.text())
+				}
+				e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "B"))
+			})
+		}
+	}
+}
+
+// decodeStructured decodes a response's structuredContent into v.
+func decodeStructured(t *testing.T, r wireResponse, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.StructuredContent, v); err != nil {
+		t.Fatalf("structuredContent %s: %v", r.StructuredContent, err)
+	}
+}
+
+var _ = exec.Command

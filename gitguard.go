@@ -1,0 +1,462 @@
+package main
+
+// Planted code (PROTOCOL.md section 7): a confined command must not change
+// what git runs later, unconfined, for the person or the host. git runs
+// code named by a repository's hooks and config (core.fsmonitor,
+// core.hooksPath, core.sshCommand, filter and diff drivers, ! aliases), so
+// those files are protected in every repository whose git dir lies in a
+// writable directory: .git/hooks/, .git/config, .git/config.worktree and
+// .git/commondir (which would point git at another config), the same files
+// of submodules (.git/modules/**) and linked worktrees (.git/worktrees/*),
+// and a .git file that points at the git dir.
+//
+// Two mechanisms. Where the launcher has a private mount namespace, the
+// existing paths are bound read-only and every git dir is bound onto
+// itself, so that it cannot be renamed away and replaced. Elsewhere
+// bashcall snapshots the paths before the call and restores them after
+// it. Either way, a protected path that did not exist before the call and
+// exists after it is removed. Everything else in .git (index, objects,
+// refs, logs) stays writable, so git add, commit, checkout and stash work.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Limits on what one call's protection looks at.
+const (
+	maxGuardEntries = 2000
+	maxGuardBytes   = 4 << 20
+	maxModuleDepth  = 6
+)
+
+// guardEntry is one protected path as it was before the call.
+type guardEntry struct {
+	Root string      `json:"root"` // the writable directory it lies in
+	Rel  string      `json:"rel"`  // its path inside Root
+	Kind string      `json:"kind"` // "absent", "file", "dir", "symlink", "other"
+	Mode fs.FileMode `json:"mode,omitempty"`
+	Data []byte      `json:"data,omitempty"` // a file's content, a symlink's target
+	// Names of a directory's entries, so that added ones are removed.
+	Names []string `json:"names,omitempty"`
+	// Full says Data and Names were recorded (the snapshot mechanism).
+	Full bool `json:"full,omitempty"`
+}
+
+// path is the entry's absolute path.
+func (g *guardEntry) path() string { return filepath.Join(g.Root, g.Rel) }
+
+// gitGuard is the protection of one call.
+type gitGuard struct {
+	Entries []guardEntry `json:"entries,omitempty"`
+	// Pins are git dirs bound onto themselves in a mount namespace.
+	Pins []string `json:"pins,omitempty"`
+}
+
+// readOnly lists the existing protected paths, for the launcher to bind.
+func (g *gitGuard) readOnly() []string {
+	var out []string
+	for _, e := range g.Entries {
+		if e.Kind == "file" || e.Kind == "dir" {
+			out = append(out, e.path())
+		}
+	}
+	return out
+}
+
+// planGitGuard records the protected paths of every repository whose git
+// dir lies in one of writable. full records contents for a restore (the
+// snapshot mechanism); without it only what exists is noted.
+func planGitGuard(writable []string, full bool) (*gitGuard, error) {
+	g := &gitGuard{}
+	seen := map[string]bool{}
+	budget := maxGuardBytes
+	for _, w := range writable {
+		for _, gitDir := range gitDirsOf(w) {
+			paths := protectedGitPaths(gitDir)
+			if dotGit := filepath.Join(w, ".git"); gitDir != dotGit {
+				paths = append(paths, dotGit) // the .git file that points at it
+			}
+			for _, p := range paths {
+				root := containing(p, writable)
+				if root == "" || seen[p] {
+					continue
+				}
+				seen[p] = true
+				if len(g.Entries) >= maxGuardEntries {
+					return nil, fmt.Errorf("too many protected git files under %q", w)
+				}
+				if err := g.record(root, p, full, &budget); err != nil {
+					return nil, err
+				}
+			}
+			if containing(gitDir, writable) != "" && !seen["pin:"+gitDir] {
+				seen["pin:"+gitDir] = true
+				g.Pins = append(g.Pins, gitDir)
+			}
+		}
+	}
+	return g, nil
+}
+
+// containing is the directory of dirs that p lies in, or "".
+func containing(p string, dirs []string) string {
+	for _, d := range dirs {
+		if within(p, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// gitDirsOf finds the git dirs of the repository at dir: its .git
+// directory, or the one a .git file points at, with the common dir of a
+// linked worktree.
+func gitDirsOf(dir string) []string {
+	dotGit := filepath.Join(dir, ".git")
+	fi, err := os.Lstat(dotGit)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return []string{dotGit}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	gitDir, ok := readGitFile(dotGit, "gitdir: ")
+	if !ok {
+		return nil
+	}
+	out := []string{gitDir}
+	if common, ok := readGitFile(filepath.Join(gitDir, "commondir"), ""); ok {
+		out = append(out, common)
+	}
+	return out
+}
+
+// readGitFile reads a one-line pointer file of git's ("gitdir: PATH", or
+// a commondir's bare PATH), relative to the file's directory, canonical.
+func readGitFile(p, prefix string) (string, bool) {
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) > 4096 {
+		return "", false
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(string(b)), prefix)
+	if !ok || line == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(line) {
+		line = filepath.Join(filepath.Dir(p), line)
+	}
+	c, err := filepath.EvalSymlinks(line)
+	if err != nil {
+		return "", false
+	}
+	return c, true
+}
+
+// protectedGitPaths lists what git dir g protects, with the git dirs of
+// its linked worktrees and (recursively) its submodules.
+func protectedGitPaths(g string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		for _, name := range []string{"config", "config.worktree", "commondir", "hooks"} {
+			out = append(out, filepath.Join(dir, name))
+		}
+		if depth >= maxModuleDepth {
+			return
+		}
+		worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
+		for _, w := range worktrees {
+			if w.IsDir() {
+				wd := filepath.Join(dir, "worktrees", w.Name())
+				out = append(out, filepath.Join(wd, "config.worktree"), filepath.Join(wd, "commondir"), filepath.Join(wd, "gitdir"))
+			}
+		}
+		walkModules(filepath.Join(dir, "modules"), depth, walk)
+	}
+	walk(g, 0)
+	return out
+}
+
+// walkModules visits each submodule git dir under modules (a submodule's
+// name may hold slashes, so a git dir is a directory holding HEAD).
+func walkModules(modules string, depth int, visit func(string, int)) {
+	entries, err := os.ReadDir(modules)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		d := filepath.Join(modules, e.Name())
+		if _, err := os.Lstat(filepath.Join(d, "HEAD")); err == nil {
+			visit(d, depth+1)
+		} else if depth < maxModuleDepth {
+			walkModules(d, depth+1, visit)
+		}
+	}
+}
+
+// record notes one protected path. A missing hooks directory is created
+// first (git init makes one too), so that it can be protected like any.
+func (g *gitGuard) record(root, p string, full bool, budget *int) error {
+	rel, _ := filepath.Rel(root, p)
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) && filepath.Base(p) == "hooks" {
+		if os.Mkdir(p, 0o755) == nil {
+			fi, err = os.Lstat(p)
+		}
+	}
+	e := guardEntry{Root: root, Rel: rel, Full: full}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e.Kind = "absent"
+	case err != nil:
+		return fmt.Errorf("protecting %q: %w", p, err)
+	default:
+		e.Kind, e.Mode = fileKind(fi), fi.Mode()
+	}
+	if full {
+		if err := e.capture(budget); err != nil {
+			return err
+		}
+	}
+	g.Entries = append(g.Entries, e)
+	if full && e.Kind == "dir" {
+		for _, n := range e.Names {
+			if err := g.record(root, filepath.Join(p, n), full, budget); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fileKind names what fi is.
+func fileKind(fi fs.FileInfo) string {
+	switch {
+	case fi.Mode().IsRegular():
+		return "file"
+	case fi.IsDir():
+		return "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
+}
+
+// capture reads what the snapshot needs to restore the entry.
+func (e *guardEntry) capture(budget *int) error {
+	p := e.path()
+	var err error
+	switch e.Kind {
+	case "file":
+		e.Data, err = os.ReadFile(p)
+	case "symlink":
+		var t string
+		t, err = os.Readlink(p)
+		e.Data = []byte(t)
+	case "dir":
+		var entries []os.DirEntry
+		entries, err = os.ReadDir(p)
+		for _, d := range entries {
+			e.Names = append(e.Names, d.Name())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("protecting %q: %w", p, err)
+	}
+	if *budget -= len(e.Data); *budget < 0 {
+		return fmt.Errorf("protecting %q: the protected git files are over %d bytes", p, maxGuardBytes)
+	}
+	return nil
+}
+
+// restore puts every protected path back as recorded and returns the
+// paths it changed, sorted. The command's tree is gone by then. Each
+// change goes through an os.Root of the writable directory, so that a
+// symlink the command planted cannot lead the restore outside it.
+func (g *gitGuard) restore() (reverted []string, err error) {
+	if g == nil {
+		return nil, nil
+	}
+	roots := map[string]*os.Root{}
+	defer func() {
+		for _, r := range roots {
+			r.Close()
+		}
+	}()
+	var errs []error
+	for i := range g.Entries {
+		e := &g.Entries[i]
+		r, ok := roots[e.Root]
+		if !ok {
+			var oerr error
+			if r, oerr = os.OpenRoot(e.Root); oerr != nil {
+				errs = append(errs, oerr)
+				continue
+			}
+			roots[e.Root] = r
+		}
+		changed, rerr := e.restoreIn(r)
+		if rerr != nil {
+			errs = append(errs, fmt.Errorf("restoring %q: %w", e.path(), rerr))
+		}
+		if changed {
+			reverted = append(reverted, e.path())
+		}
+	}
+	sort.Strings(reverted)
+	return reverted, errors.Join(errs...)
+}
+
+// restoreIn restores one entry; changed says something had to change.
+func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
+	fi, err := r.Lstat(e.Rel)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if e.Kind == "absent" {
+		if !exists {
+			return false, nil
+		}
+		return true, r.RemoveAll(e.Rel)
+	}
+	if !e.Full {
+		return false, nil // bound read-only: nothing could change it
+	}
+	if exists && fileKind(fi) == e.Kind && e.same(r, fi) {
+		return false, nil
+	}
+	if exists && (fileKind(fi) != e.Kind || e.Kind == "symlink") {
+		if err := r.RemoveAll(e.Rel); err != nil {
+			return true, err
+		}
+		exists = false
+	}
+	switch e.Kind {
+	case "file":
+		err = e.replaceFile(r)
+	case "dir":
+		if !exists {
+			err = r.Mkdir(e.Rel, e.Mode.Perm())
+		}
+		if err == nil {
+			err = r.Chmod(e.Rel, e.Mode)
+		}
+		if err == nil {
+			err = e.removeAdded(r)
+		}
+	case "symlink":
+		err = r.Symlink(string(e.Data), e.Rel)
+	}
+	return true, err
+}
+
+// replaceFile writes the recorded content to a new file and renames it
+// over the path, so that whatever the command left there (a hard link to
+// another file, say) is replaced, never written through.
+func (e *guardEntry) replaceFile(r *os.Root) error {
+	tmp := e.Rel + ".bashcall-restore"
+	r.Remove(tmp)
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, e.Mode.Perm())
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(e.Data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Chmod(tmp, e.Mode)
+	}
+	if err == nil {
+		err = r.Rename(tmp, e.Rel)
+	}
+	if err != nil {
+		r.Remove(tmp)
+	}
+	return err
+}
+
+// same reports whether the path still holds what was recorded.
+func (e *guardEntry) same(r *os.Root, fi fs.FileInfo) bool {
+	if fi.Mode() != e.Mode && e.Kind != "symlink" {
+		return false
+	}
+	switch e.Kind {
+	case "file":
+		b, err := r.ReadFile(e.Rel)
+		return err == nil && bytes.Equal(b, e.Data)
+	case "symlink":
+		t, err := r.Readlink(e.Rel)
+		return err == nil && t == string(e.Data)
+	case "dir":
+		names, err := dirNames(r, e.Rel)
+		return err == nil && equalStrings(names, e.Names)
+	}
+	return true
+}
+
+// removeAdded removes a directory's entries that were not recorded.
+func (e *guardEntry) removeAdded(r *os.Root) error {
+	names, err := dirNames(r, e.Rel)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, n := range e.Names {
+		keep[n] = true
+	}
+	for _, n := range names {
+		if !keep[n] {
+			if err := r.RemoveAll(filepath.Join(e.Rel, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dirNames lists a directory inside r, sorted.
+func dirNames(r *os.Root, rel string) ([]string, error) {
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// restored records the outcome of a restore in the run's facts.
+func (f *sandboxFacts) restored(reverted []string, err error) {
+	f.Reverted = reverted
+	if err != nil {
+		f.RestoreFailed = err.Error()
+	}
+}
