@@ -4,9 +4,16 @@ package main
 // credentials and bashcall's own variables, then the non-interactive
 // settings, then the operator's [env] rules, then BASHCALL_*.
 //
-// The scrub is a name heuristic: a secret under an innocent name (a
-// PASSPHRASE, a DATABASE_URL with a password in it) passes. Operators list
-// such names in [env] remove.
+// The scrub looks at both halves of a variable. A name is a credential when
+// it carries a credential word (scrubbedWords, AUTH, a _PWD or _PAT suffix);
+// a value is one when it holds a URL with a password, a PEM private key or
+// a token in a well-known shape (valueHoldsCredential). Both are heuristics
+// tuned against false positives on ordinary variables: a secret under an
+// innocent name in a shape of its own still passes, and operators list such
+// names in [env] remove. [env] keep wins over both.
+//
+// It runs on every call, so it matches by hand: no regexp, no allocation for
+// an upper-case name.
 
 import (
 	"path"
@@ -14,8 +21,14 @@ import (
 )
 
 // scrubbedWords mark a credential when they appear anywhere in a name, in
-// any case.
-var scrubbedWords = []string{"KEY", "PASSWORD", "SECRET", "TOKEN"}
+// any case. KEY anywhere also takes KEYBOARD or MONKEY: the contract keeps
+// that, since a missed key costs more than a missed keyboard layout.
+var scrubbedWords = []string{"KEY", "PASSWORD", "SECRET", "TOKEN",
+	"PASSPHRASE", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"}
+
+// scrubbedSuffixes mark a credential at the end of a name (MYSQL_PWD,
+// GH_PAT). The underscore spares PWD and OLDPWD, and _PATH is not _PAT.
+var scrubbedSuffixes = []string{"_PWD", "_PAT"}
 
 // nonInteractive keeps commands from paging, colouring or prompting.
 var nonInteractive = []string{"NO_COLOR=1", "TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0"}
@@ -31,8 +44,192 @@ func scrubbed(name string) bool {
 			return true
 		}
 	}
+	for _, s := range scrubbedSuffixes {
+		if strings.HasSuffix(upper, s) {
+			return true
+		}
+	}
+	return hasAuth(upper)
+}
+
+// hasAuth reports whether an upper-case name holds AUTH other than as the
+// word AUTHOR: GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL and AUTHORS name people,
+// while AUTHORIZATION, AUTHORITY (XAUTHORITY), OAUTH_* and SSH_AUTH_SOCK
+// name ways to authenticate.
+func hasAuth(upper string) bool {
+	for i := 0; ; {
+		j := strings.Index(upper[i:], "AUTH")
+		if j < 0 {
+			return false
+		}
+		i += j + len("AUTH")
+		if !strings.HasPrefix(upper[i:], "OR") || strings.HasPrefix(upper[i:], "ORI") {
+			return true
+		}
+	}
+}
+
+// valueHoldsCredential reports whether v holds a URL with a password, a PEM
+// private key block or a token in a well-known shape, anywhere in it.
+func valueHoldsCredential(v string) bool {
+	return hasURLPassword(v) || hasPrivateKeyPEM(v) || hasTokenShape(v)
+}
+
+// hasURLPassword reports whether v holds scheme://user:password@ anywhere,
+// as a list of URLs or a URL inside a longer text may. The user ends at the
+// first ':' (it cannot hold one) and may be empty (redis://:pw@host); the
+// password, non-empty, ends at the '@' before any '/', '?', '#' or space.
+// scheme://user@host and host:port carry no password and pass.
+func hasURLPassword(v string) bool {
+	for i := 0; ; {
+		j := strings.Index(v[i:], "://")
+		if j < 0 {
+			return false
+		}
+		i += j + len("://")
+		user := strings.IndexAny(v[i:], ":@/?#[ \t\r\n")
+		if user < 0 || v[i+user] != ':' {
+			continue
+		}
+		rest := v[i+user+1:]
+		pass := strings.IndexAny(rest, "/?#@ \t\r\n")
+		if pass > 0 && rest[pass] == '@' {
+			return true
+		}
+	}
+}
+
+// hasPrivateKeyPEM reports whether v holds the header of a PEM private key
+// ("-----BEGIN RSA PRIVATE KEY-----", OPENSSH, EC, ENCRYPTED, PGP ... BLOCK).
+// Certificates and public keys pass.
+func hasPrivateKeyPEM(v string) bool {
+	const begin = "-----BEGIN "
+	for i := 0; ; {
+		j := strings.Index(v[i:], begin)
+		if j < 0 {
+			return false
+		}
+		i += j + len(begin)
+		end := strings.Index(v[i:], "-----")
+		if end >= 0 && strings.Contains(v[i:i+end], "PRIVATE KEY") {
+			return true
+		}
+	}
+}
+
+// hasTokenShape reports whether a token of a well-known shape starts at a
+// token boundary (the value's start or after a character that is not a
+// letter or digit) anywhere in v.
+func hasTokenShape(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if i > 0 && isAlnum(v[i-1]) {
+			continue
+		}
+		if tokenAt(v[i:]) {
+			return true
+		}
+	}
 	return false
 }
+
+// tokenAt reports whether s starts with a token of a well-known shape. Each
+// shape asks for its prefix plus a body of the length and characters real
+// tokens have, so a word that merely starts like one passes.
+func tokenAt(s string) bool {
+	switch s[0] {
+	case 'g':
+		// GitHub: gh[pousr]_ + 36 base62 (30 random, 6 checksum);
+		// fine-grained github_pat_ + 82. GitLab: glpat- + 20 or more.
+		if len(s) > 4 && strings.HasPrefix(s, "gh") && strings.IndexByte("pousr", s[2]) >= 0 && s[3] == '_' {
+			return runLen(s[4:], isAlnum) >= 30
+		}
+		if b, ok := strings.CutPrefix(s, "github_pat_"); ok {
+			return runLen(b, isWordChar) >= 30
+		}
+		if b, ok := strings.CutPrefix(s, "glpat-"); ok {
+			return runLen(b, isURLSafe) >= 20
+		}
+	case 'x':
+		// Slack: xox[abpr]- + digits, dashes and a random tail.
+		if len(s) > 5 && strings.HasPrefix(s, "xox") && strings.IndexByte("abpr", s[3]) >= 0 && s[4] == '-' {
+			n := runLen(s[5:], isAlnumDash)
+			return n >= 20 && hasClass(s[5:5+n], isDigit)
+		}
+	case 's':
+		if b, ok := strings.CutPrefix(s, "sk-"); ok {
+			return apiKeyBody(b[:runLen(b, isURLSafe)])
+		}
+	case 'A':
+		// AWS access key id: AKIA (long-term) or ASIA (temporary) + 16
+		// upper-case letters or digits, and no more.
+		if strings.HasPrefix(s, "AKIA") || strings.HasPrefix(s, "ASIA") {
+			return runLen(s[4:], isUpperAlnum) == 16 && (len(s) == 20 || !isAlnum(s[20]))
+		}
+	case 'e':
+		return isJWT(s)
+	}
+	return false
+}
+
+// apiKeyBody reports whether the text after "sk-" looks like a generated
+// key (OpenAI sk-..., sk-proj-..., Anthropic sk-ant-...): 32 characters or
+// more with a digit, and either mixed case or one unbroken run of lower-case
+// letters and digits (a hex key). A slug such as sk-learn-model-for-text-v2
+// has no capital and has dashes, and passes.
+func apiKeyBody(b string) bool {
+	if len(b) < 32 || !hasClass(b, isDigit) {
+		return false
+	}
+	if hasClass(b, isUpper) && hasClass(b, isLower) {
+		return true
+	}
+	return runLen(b, func(c byte) bool { return isLower(c) || isDigit(c) }) == len(b)
+}
+
+// isJWT reports whether s starts with a JSON Web Token: three base64url
+// segments joined by dots, the first (a JSON header) starting "eyJ".
+func isJWT(s string) bool {
+	if !strings.HasPrefix(s, "eyJ") {
+		return false
+	}
+	head := runLen(s, isBase64URL)
+	if head < 10 || head >= len(s) || s[head] != '.' {
+		return false
+	}
+	s = s[head+1:]
+	payload := runLen(s, isBase64URL)
+	return payload >= 2 && payload < len(s) && s[payload] == '.'
+}
+
+// runLen is the length of the longest prefix of s whose bytes all satisfy ok.
+func runLen(s string, ok func(byte) bool) int {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			return i
+		}
+	}
+	return len(s)
+}
+
+// hasClass reports whether some byte of s satisfies ok.
+func hasClass(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if ok(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isDigit(c byte) bool      { return '0' <= c && c <= '9' }
+func isUpper(c byte) bool      { return 'A' <= c && c <= 'Z' }
+func isLower(c byte) bool      { return 'a' <= c && c <= 'z' }
+func isAlnum(c byte) bool      { return isDigit(c) || isUpper(c) || isLower(c) }
+func isUpperAlnum(c byte) bool { return isDigit(c) || isUpper(c) }
+func isWordChar(c byte) bool   { return isAlnum(c) || c == '_' }
+func isAlnumDash(c byte) bool  { return isAlnum(c) || c == '-' }
+func isURLSafe(c byte) bool    { return isAlnum(c) || c == '-' || c == '_' }
+func isBase64URL(c byte) bool  { return isURLSafe(c) }
 
 // matchAny reports whether name matches one of the names or globs.
 func matchAny(patterns []string, name string) bool {
@@ -71,12 +268,17 @@ func (e *envList) strings() []string {
 
 // commandEnv builds the environment of one command. extra holds bashcall's
 // own settings for this call (the sandbox's cache directory), which the
-// operator's [env] rules may still override.
+// operator's [env] rules may still override; they and [env] set are not
+// scrubbed, since the operator wrote them.
 func commandEnv(inherited []string, rules *envConfig, extra []string, stateDir, sessionID string) []string {
-	e := &envList{known: map[string]bool{}, vals: map[string]string{}}
+	n := len(inherited) + len(nonInteractive) + len(extra) + len(rules.Set) + 3
+	e := &envList{names: make([]string, 0, n), known: make(map[string]bool, n), vals: make(map[string]string, n)}
 	for _, kv := range inherited {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || (scrubbed(k) && !matchAny(rules.Keep, k)) {
+		if !ok || k == "" {
+			continue
+		}
+		if (scrubbed(k) || valueHoldsCredential(v)) && !matchAny(rules.Keep, k) {
 			continue
 		}
 		e.set(k, v)
