@@ -108,9 +108,14 @@ func parseRequest(data []byte) (*request, error) {
 	fail := func(why string) (*request, error) { return nil, &invalidRequest{why: why, id: req.ID} }
 	holder := top
 	if fn, ok := present(top, "function"); ok {
-		if err := json.Unmarshal(fn, &holder); err != nil || holder == nil {
+		// A fresh map: decoding into top would merge the function object's
+		// keys over the host fields, and let a model's "approval" or
+		// "session" inside "function" count.
+		var nested map[string]json.RawMessage
+		if err := json.Unmarshal(fn, &nested); err != nil || nested == nil {
 			return fail("function must be an object, got " + jsonForError(fn))
 		}
+		holder = nested
 	}
 	name, ok := present(holder, "name")
 	if !ok {
