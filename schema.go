@@ -164,7 +164,7 @@ const (
 	outExitCode  = `{"type":["integer","null"]}`
 	outSignal    = `{"type":["string","null"]}`
 	outStream    = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
-	outSandbox   = `{"type":"object","properties":{"mode":{"type":"string"},"denied":{"type":"boolean"}},"required":["mode","denied"]}`
+	outSandbox   = `{"type":"object","properties":{"mode":{"type":"string","enum":["read-only","workspace-write","danger-full-access"]},"denied":{"type":"boolean"},"enforcement":{"type":"string","enum":["full","partial"]},"scoped":{"type":"boolean"},"network":{"type":"string","enum":["on","off"]},"runnerFailed":{"type":"boolean"}},"required":["mode","denied"]}`
 	outTaskEntry = `{"type":"object","properties":{"taskId":{"type":"string"},"status":{"type":"string"},"exitCode":{"type":["integer","null"]},"signal":{"type":["string","null"]},"command":{"type":"string"}},"required":["taskId","status","command"]}`
 )
 
