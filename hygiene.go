@@ -6,7 +6,9 @@ package main
 // A request read that way can mean one thing to a host that checked it and
 // another to bashcall ("approval":"rejected","approval":"allowed-once"),
 // and two distinct session ids can decode to the same owner. So such a
-// request is refused whole, before any field is read.
+// request is refused whole, before any field is read (duplicateKey,
+// invalidUTF8At), and a host field is refused where it is read when it
+// holds a NUL or a lone surrogate (hostID, hostString).
 
 import (
 	"bytes"
