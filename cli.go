@@ -23,12 +23,12 @@ var version string
 func runSchema(args []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("schema", stderr, &c)
-	format := fs.String("format", "mcp", "`mcp` or openai")
+	format := fs.String("format", "mcp", "`mcp`, openai or anthropic")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	if *format != "mcp" && *format != "openai" {
-		return usageError{fmt.Errorf("schema: -format must be mcp or openai, got %q", *format)}
+	if !validSchemaFormat(*format) {
+		return usageError{fmt.Errorf("schema: -format must be mcp, openai or anthropic, got %q", *format)}
 	}
 	inv, err := loadSettings(&c, false)
 	if err != nil {

@@ -23,7 +23,7 @@ func main() {
 const usage = `Usage:
     bashcall [-config FILE] [-state-dir DIR] [-text] < call.json
     bashcall serve -spool DIR [-workers N] [-once]
-    bashcall schema [-format mcp|openai]
+    bashcall schema [-format mcp|openai|anthropic]
     bashcall prompt
     bashcall mode -session ID [MODE]
     bashcall gc [-older-than DURATION]

@@ -3,8 +3,9 @@ package main
 // Requests and responses of PROTOCOL.md sections 2 and 3.
 //
 // Two kinds of bad input are kept apart. A request a host got wrong (not
-// JSON, not an object, over 1 MiB, no string tool name, a malformed session
-// or approval) is an invalid request: exit status 2 and an
+// JSON, not an object, over 1 MiB, not UTF-8, a duplicate key at any depth,
+// no string tool name, a malformed id, session or approval, a NUL in a host
+// field) is an invalid request: exit status 2 and an
 // "Error: invalid request: <why>" response. Arguments a model got wrong are
 // a tool error the model reads: exit status 0 and the contract's message.
 
@@ -14,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -86,31 +85,35 @@ func readRequest(r io.Reader) ([]byte, error) {
 	return data, nil
 }
 
-// parseRequest accepts both request shapes of PROTOCOL.md section 2.
+// parseRequest accepts the request shapes of PROTOCOL.md section 2. The
+// request is checked whole first (UTF-8, no duplicate key at any depth),
+// then the shape is chosen by "type", then the fields are read: host fields
+// (id, session, approval) from the top level only, the tool name and the
+// arguments from where the shape keeps them.
 func parseRequest(data []byte) (*request, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &invalidRequest{why: "the request is empty; expected a JSON object"}
+	top, err := decodeRequest(data)
+	if err != nil {
+		return nil, err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, &invalidRequest{why: describeJSONError(data, err)}
-	}
-	if top == nil {
-		return nil, &invalidRequest{why: "expected a JSON object, got null"}
+	sh, err := shapeOf(top)
+	if err != nil {
+		return nil, &invalidRequest{why: err.Error()}
 	}
 	req := &request{Raw: data}
-	if id, ok := present(top, "id"); ok {
-		if k := jsonKind(id); k != "string" && k != "number" {
-			return nil, &invalidRequest{why: "id must be a string or a number, got " + jsonForError(id)}
-		}
-		req.ID = compactJSON(id)
+	if req.ID, err = responseID(top, sh); err != nil {
+		return nil, &invalidRequest{why: err.Error()}
 	}
 	fail := func(why string) (*request, error) { return nil, &invalidRequest{why: why, id: req.ID} }
 	holder := top
-	if fn, ok := present(top, "function"); ok {
-		if err := json.Unmarshal(fn, &holder); err != nil || holder == nil {
-			return fail("function must be an object, got " + jsonForError(fn))
+	if fn, ok := present(top, sh.nested); sh.nested != "" && ok {
+		// A fresh map: decoding into top would merge the nested object's
+		// keys over the host fields, and let a model's "approval" or
+		// "session" inside "function" count.
+		var nested map[string]json.RawMessage
+		if err := json.Unmarshal(fn, &nested); err != nil || nested == nil {
+			return fail(sh.nested + " must be an object, got " + jsonForError(fn))
 		}
+		holder = nested
 	}
 	name, ok := present(holder, "name")
 	if !ok {
@@ -129,8 +132,105 @@ func parseRequest(data []byte) (*request, error) {
 			return fail(`approval must be "allowed-once", "rejected" or "cancelled", got ` + jsonForError(a))
 		}
 	}
-	req.Args, req.ArgsErr = parseArguments(holder["arguments"])
+	req.Args, req.ArgsErr = parseArguments(holder[sh.args], sh.argsPath())
+	var ir *invalidRequest
+	if errors.As(req.ArgsErr, &ir) {
+		return fail(ir.why)
+	}
 	return req, nil
+}
+
+// decodeRequest reads the top-level object of a request that is one JSON
+// object, valid UTF-8 throughout, without a duplicate key at any depth.
+// None of these failures echoes an id: nothing of such a request is read.
+func decodeRequest(data []byte) (map[string]json.RawMessage, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &invalidRequest{why: "the request is empty; expected a JSON object"}
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, &invalidRequest{why: describeJSONError(data, err)}
+	}
+	if top == nil {
+		return nil, &invalidRequest{why: "expected a JSON object, got null"}
+	}
+	if at := invalidUTF8At(data); at >= 0 {
+		return nil, &invalidRequest{why: fmt.Sprintf("the request is not valid UTF-8 (byte offset %d)", at)}
+	}
+	if err := duplicateKey(data, ""); err != nil {
+		return nil, &invalidRequest{why: err.Error()}
+	}
+	return top, nil
+}
+
+// shape is where one request shape keeps the tool name, the arguments and
+// the id the host wants back.
+type shape struct {
+	nested string // "function": name and arguments are inside this object
+	args   string // the key of the arguments
+	id     string // the key of the id echoed back
+}
+
+// argsPath names the arguments in messages.
+func (s shape) argsPath() string {
+	if s.nested != "" {
+		return s.nested + "." + s.args
+	}
+	return s.args
+}
+
+// Request shapes by "type" (PROTOCOL.md section 2).
+var (
+	shapeMCP          = shape{args: "arguments", id: "id"}
+	shapeOpenAI       = shape{nested: "function", args: "arguments", id: "id"}
+	shapeAnthropic    = shape{args: "input", id: "id"}          // a tool_use block
+	shapeFunctionCall = shape{args: "arguments", id: "call_id"} // a Responses API item
+)
+
+// shapeOf chooses the shape. Without a "type" (hosts often drop it), a
+// "function" object makes it the OpenAI shape. An unknown type is refused
+// rather than guessed at: a host and bashcall must agree on which object
+// holds the arguments.
+func shapeOf(top map[string]json.RawMessage) (shape, error) {
+	t, ok := present(top, "type")
+	if !ok {
+		if _, fn := present(top, "function"); fn {
+			return shapeOpenAI, nil
+		}
+		return shapeMCP, nil
+	}
+	var s string
+	if jsonKind(t) != "string" || json.Unmarshal(t, &s) != nil {
+		return shape{}, fmt.Errorf("type must be a string, got %s", jsonForError(t))
+	}
+	switch s {
+	case "function":
+		if _, fn := present(top, "function"); fn {
+			return shapeOpenAI, nil
+		}
+		return shapeMCP, nil
+	case "tool_use":
+		return shapeAnthropic, nil
+	case "function_call":
+		return shapeFunctionCall, nil
+	}
+	return shape{}, fmt.Errorf(`unknown request type %s: expected "function", "tool_use" or "function_call"`, jsonForError(t))
+}
+
+// responseID is the id echoed back: "id", or for a Responses API
+// function_call item its "call_id" (the item's own "id", "fc_...", names
+// the output item, not the call), falling back to "id" without one. Every
+// id field present is checked, used or not: each is a host field.
+func responseID(top map[string]json.RawMessage, sh shape) (json.RawMessage, error) {
+	id, err := hostID(top, "id")
+	if err != nil || sh.id == "id" {
+		return id, err
+	}
+	callID, err := hostID(top, sh.id)
+	if err != nil || callID == nil {
+		return id, err
+	}
+	return callID, nil
 }
 
 // describeJSONError says why data is not one JSON object.
@@ -149,6 +249,10 @@ func validApproval(s string) bool {
 	return s == approvalAllowed || s == approvalRejected || s == approvalCancelled
 }
 
+// maxSessionIDBytes bounds session.id (PROTOCOL.md section 2): it is an
+// opaque token, not a place to store data.
+const maxSessionIDBytes = 256
+
 // parseSession reads {"id": "...", "cwd": "..."}; unknown keys are ignored.
 func parseSession(raw json.RawMessage, s *session) error {
 	var m map[string]json.RawMessage
@@ -163,15 +267,27 @@ func parseSession(raw json.RawMessage, s *session) error {
 		if !ok {
 			continue
 		}
-		if jsonKind(v) != "string" || json.Unmarshal(v, f.dst) != nil || *f.dst == "" || strings.ContainsRune(*f.dst, 0) {
+		if jsonKind(v) != "string" {
 			return fmt.Errorf("session.%s must be a non-empty string, got %s", f.key, jsonForError(v))
 		}
+		if err := hostString("session."+f.key, v, f.dst); err != nil {
+			return err
+		}
+		if *f.dst == "" {
+			return fmt.Errorf("session.%s must be a non-empty string, got %s", f.key, jsonForError(v))
+		}
+	}
+	if len(s.ID) > maxSessionIDBytes {
+		return fmt.Errorf("session.id must be at most %d bytes, got %d", maxSessionIDBytes, len(s.ID))
 	}
 	return nil
 }
 
-// parseArguments accepts an object, a string holding one, or nothing.
-func parseArguments(raw json.RawMessage) (map[string]json.RawMessage, error) {
+// parseArguments accepts an object, a string holding one, or nothing. A
+// malformed value is a tool error the model reads; a duplicate key inside
+// a string is an invalid request like one anywhere else (where names the
+// arguments in that message).
+func parseArguments(raw json.RawMessage, where string) (map[string]json.RawMessage, error) {
 	if isNull(raw) {
 		return map[string]json.RawMessage{}, nil
 	}
@@ -183,6 +299,9 @@ func parseArguments(raw json.RawMessage) (map[string]json.RawMessage, error) {
 		inner := json.RawMessage(s)
 		if !json.Valid(inner) || jsonKind(inner) != "object" {
 			return nil, toolErrorf("invalid arguments: expected a string holding a JSON object, got %s", jsonForError(raw))
+		}
+		if err := duplicateKey(inner, where); err != nil {
+			return nil, &invalidRequest{why: err.Error()}
 		}
 		raw = inner
 	}
@@ -256,130 +375,4 @@ func jsonForError(raw json.RawMessage) string {
 		s = s[:cut] + "…"
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// Argument readers. Each returns ok=false when the value has the wrong type.
-
-func argString(args map[string]json.RawMessage, key string) (s string, set, ok bool) {
-	v, set := present(args, key)
-	if !set {
-		return "", false, true
-	}
-	if jsonKind(v) != "string" || json.Unmarshal(v, &s) != nil {
-		return "", true, false
-	}
-	return s, true, true
-}
-
-func argBool(args map[string]json.RawMessage, key string) (b, set, ok bool) {
-	v, set := present(args, key)
-	if !set {
-		return false, false, true
-	}
-	if jsonKind(v) != "boolean" || json.Unmarshal(v, &b) != nil {
-		return false, true, false
-	}
-	return b, true, true
-}
-
-// argPositive reads a positive, finite number of milliseconds, rounded up to
-// a whole millisecond.
-func argPositive(args map[string]json.RawMessage, key string) (ms int64, set, ok bool) {
-	v, set := present(args, key)
-	if !set {
-		return 0, false, true
-	}
-	if jsonKind(v) != "number" {
-		return 0, true, false
-	}
-	f, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64)
-	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, true, false
-	}
-	if f > math.MaxInt32 {
-		return math.MaxInt32, true, true
-	}
-	return int64(math.Ceil(f)), true, true
-}
-
-// bashArgs are the validated arguments of a bash call.
-type bashArgs struct {
-	Command       string
-	Description   string
-	TimeoutMs     int64 // 0 when absent
-	Workdir       string
-	Background    bool
-	Escalate      string // sandbox_permissions, "" when absent
-	Justification string
-}
-
-// parseBashArgs validates in schema order, then the escalation pairing
-// (PROTOCOL.md section 4, "Validation order").
-func parseBashArgs(args map[string]json.RawMessage) (bashArgs, error) {
-	var a bashArgs
-	var set, ok bool
-	if a.Command, _, ok = argString(args, "command"); !ok || strings.TrimSpace(a.Command) == "" {
-		return a, toolErrorf("invalid command: expected a non-empty string")
-	}
-	if strings.ContainsRune(a.Command, 0) {
-		return a, toolErrorf("invalid command: expected a non-empty string without NUL bytes")
-	}
-	if a.Description, _, ok = argString(args, "description"); !ok || strings.TrimSpace(a.Description) == "" {
-		return a, toolErrorf("invalid description: expected a non-empty string")
-	}
-	if a.TimeoutMs, _, ok = argPositive(args, "timeoutMs"); !ok {
-		return a, toolErrorf("invalid timeoutMs: expected a positive number, got %s", jsonForError(args["timeoutMs"]))
-	}
-	if a.Workdir, _, ok = argString(args, "workdir"); !ok {
-		return a, toolErrorf("invalid workdir: expected a string, got %s", jsonForError(args["workdir"]))
-	}
-	if a.Background, _, ok = argBool(args, "run_in_background"); !ok {
-		return a, toolErrorf("invalid run_in_background: expected a boolean, got %s", jsonForError(args["run_in_background"]))
-	}
-	if a.Escalate, _, ok = argString(args, "sandbox_permissions"); !ok || (a.Escalate != "" && !escalationTarget(a.Escalate)) {
-		return a, toolErrorf(`invalid sandbox_permissions: expected "workspace-write" or "danger-full-access", got %s`, jsonForError(args["sandbox_permissions"]))
-	}
-	var hasJustification bool
-	if a.Justification, hasJustification, ok = argString(args, "justification"); !ok || (hasJustification && strings.TrimSpace(a.Justification) == "") {
-		return a, toolErrorf("invalid justification: expected a non-empty sentence")
-	}
-	_, set, _ = argString(args, "sandbox_permissions")
-	switch {
-	case set && !hasJustification:
-		return a, toolErrorf("invalid escalation: sandbox_permissions requires a justification")
-	case hasJustification && !set:
-		return a, toolErrorf("invalid escalation: justification is only valid together with sandbox_permissions")
-	}
-	return a, nil
-}
-
-// escalationTarget reports whether m may be asked for with sandbox_permissions.
-func escalationTarget(m string) bool {
-	return m == modeWorkspaceWrite || m == modeFullAccess
-}
-
-// taskArgs are the arguments of bash_output and bash_kill.
-type taskArgs struct {
-	TaskID    string
-	Wait      bool
-	TimeoutMs int64 // 0 when absent
-}
-
-// parseTaskArgs validates task_id and, for bash_output, wait and timeout_ms.
-func parseTaskArgs(args map[string]json.RawMessage, withWait bool) (taskArgs, error) {
-	var a taskArgs
-	var set, ok bool
-	if a.TaskID, set, ok = argString(args, "task_id"); !ok || !set {
-		return a, toolErrorf("invalid task_id: expected a string, got %s", jsonForError(args["task_id"]))
-	}
-	if !withWait {
-		return a, nil
-	}
-	if a.Wait, _, ok = argBool(args, "wait"); !ok {
-		return a, toolErrorf("invalid wait: expected a boolean, got %s", jsonForError(args["wait"]))
-	}
-	if a.TimeoutMs, _, ok = argPositive(args, "timeout_ms"); !ok {
-		return a, toolErrorf("invalid timeout_ms: expected a positive number, got %s", jsonForError(args["timeout_ms"]))
-	}
-	return a, nil
 }

@@ -155,7 +155,7 @@ func TestSchema(t *testing.T) {
 		{"full_access", "[sandbox]\nmode = \"danger-full-access\"\n"},
 		{"no_background", "[background]\nenabled = false\n"},
 	} {
-		for _, format := range []string{"mcp", "openai"} {
+		for _, format := range schemaFormats {
 			t.Run(tt.name+"_"+format, func(t *testing.T) {
 				e := newTestEnv(t, tt.config)
 				r := e.run("", "schema", "-format", format)

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -86,25 +87,46 @@ func systemPrompt(cfg *config) string {
 	return promptBash + "\n"
 }
 
-// schemaJSON renders the definitions as an MCP tool list or as OpenAI
-// function tools, properties in schema order.
+// schemaFormats are the shapes "bashcall schema -format" prints: MCP's
+// tools/list result, OpenAI function tools, Anthropic tools.
+var schemaFormats = []string{"mcp", "openai", "anthropic"}
+
+// validSchemaFormat reports whether f is one of schemaFormats.
+func validSchemaFormat(f string) bool {
+	return slices.Contains(schemaFormats, f)
+}
+
+// schemaJSON renders the definitions in a format of schemaFormats, one
+// tool a line, properties in schema order.
 func schemaJSON(defs []toolDef, format string) []byte {
 	var b bytes.Buffer
-	b.WriteString("[")
+	open, end := "[", "\n]\n"
+	if format == "mcp" {
+		open, end = `{"tools":[`, "\n]}\n"
+	}
+	b.WriteString(open)
 	for i, d := range defs {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		b.WriteString("\n  ")
-		params := inputSchema(d.props)
-		if format == "openai" {
-			b.WriteString(`{"type":"function","function":{"name":` + jsonString(d.name) + `,"description":` + jsonString(d.desc) + `,"parameters":` + params + `}}`)
-		} else {
-			b.WriteString(`{"name":` + jsonString(d.name) + `,"description":` + jsonString(d.desc) + `,"inputSchema":` + params + `}`)
-		}
+		b.WriteString("\n  " + toolJSON(d, format))
 	}
-	b.WriteString("\n]\n")
+	b.WriteString(end)
 	return b.Bytes()
+}
+
+// toolJSON is one tool definition: an MCP Tool (with the outputSchema its
+// structuredContent follows), an OpenAI function tool, or an Anthropic tool.
+func toolJSON(d toolDef, format string) string {
+	head := `"name":` + jsonString(d.name) + `,"description":` + jsonString(d.desc)
+	params := inputSchema(d.props)
+	switch format {
+	case "openai":
+		return `{"type":"function","function":{` + head + `,"parameters":` + params + `}}`
+	case "anthropic":
+		return `{` + head + `,"input_schema":` + params + `}`
+	}
+	return `{` + head + `,"inputSchema":` + params + `,"outputSchema":` + outputSchemas[d.name] + `}`
 }
 
 // inputSchema is a JSON Schema object; there is no additionalProperties:
@@ -132,4 +154,47 @@ func jsonString(s string) string {
 	enc.SetEscapeHTML(false)
 	enc.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// Pieces of the output schemas.
+const (
+	outString    = `{"type":"string"}`
+	outBoolean   = `{"type":"boolean"}`
+	outInteger   = `{"type":"integer"}`
+	outExitCode  = `{"type":["integer","null"]}`
+	outSignal    = `{"type":["string","null"]}`
+	outStream    = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
+	outSandbox   = `{"type":"object","properties":{"mode":{"type":"string","enum":["read-only","workspace-write","danger-full-access"]},"denied":{"type":"boolean"},"enforcement":{"type":"string","enum":["full","partial"]},"scoped":{"type":"boolean"},"network":{"type":"string","enum":["on","off"]},"runnerFailed":{"type":"boolean"}},"required":["mode","denied"]}`
+	outTaskEntry = `{"type":"object","properties":{"taskId":{"type":"string"},"status":{"type":"string"},"exitCode":{"type":["integer","null"]},"signal":{"type":["string","null"]},"command":{"type":"string"}},"required":["taskId","status","command"]}`
+)
+
+// outputSchemas describe each tool's structuredContent (PROTOCOL.md section
+// 3), for MCP clients that check it. They list what a result carries and
+// require only what every result has, with no additionalProperties: false,
+// so a client never refuses a result for a key that does not apply.
+var outputSchemas = map[string]string{
+	toolBash: outObject([]string{"kind"},
+		"kind", `{"type":"string","enum":["foreground","background"]}`,
+		"taskId", outString, "exitCode", outExitCode, "signal", outSignal,
+		"timedOut", outBoolean, "aborted", outBoolean, "timeoutMs", outInteger,
+		"stdout", outStream, "stderr", outStream, "sandbox", outSandbox),
+	toolOutput: outObject([]string{"kind", "taskId", "status", "stdout", "stderr", "lossy"},
+		"kind", `{"type":"string","enum":["taskOutput"]}`,
+		"taskId", outString, "status", outString, "exitCode", outExitCode, "signal", outSignal,
+		"stdout", outString, "stderr", outString, "lossy", outBoolean,
+		"fullOutput", `{"type":"array","items":{"type":"string"}}`, "sandbox", outSandbox),
+	toolKill: outObject([]string{"kind", "taskId", "killed"},
+		"kind", `{"type":"string","enum":["taskKill"]}`, "taskId", outString, "killed", outBoolean),
+	toolList: outObject([]string{"kind", "tasks"},
+		"kind", `{"type":"string","enum":["taskList"]}`, "tasks", `{"type":"array","items":`+outTaskEntry+`}`),
+}
+
+// outObject is an object schema from name, schema pairs, in that order.
+func outObject(required []string, pairs ...string) string {
+	var fields []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		fields = append(fields, jsonString(pairs[i])+":"+pairs[i+1])
+	}
+	req, _ := json.Marshal(required)
+	return `{"type":"object","properties":{` + strings.Join(fields, ",") + `},"required":` + string(req) + `}`
 }
