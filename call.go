@@ -336,8 +336,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	if out.Aborted {
 		return toolErrorf("command aborted")
 	}
-	text := renderForeground(r, inv.escalationAdvertised())
-	setText(resp, text, terminalCard(text))
+	setText(resp, renderForeground(r, inv.escalationAdvertised()), terminalCard(r, inv.escalationAdvertised()))
 	return nil
 }
 
