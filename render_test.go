@@ -10,7 +10,7 @@ import (
 )
 
 // Value builders for foregroundResult cases.
-func exited(code int) *int    { return &code }
+func exited(code int) *int      { return &code }
 func killedBy(s string) *string { return &s }
 
 // TestRenderForeground: the text and the terminal card of every foreground
