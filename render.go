@@ -326,6 +326,21 @@ type response struct {
 	Present           *presentation     `json:"present,omitempty"`
 	Notices           []string          `json:"notices,omitempty"`
 	ApprovalRequired  *approvalRequired `json:"approvalRequired,omitempty"`
+
+	// held are released once the response is written: they keep the
+	// spill files it offers live until then.
+	held []func()
+}
+
+// holdUntilWritten runs release once the response has been written.
+func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }
+
+// written releases what the response held; whoever writes it calls this.
+func (r *response) written() {
+	for _, release := range r.held {
+		release()
+	}
+	r.held = nil
 }
 
 type textContent struct {
