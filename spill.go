@@ -211,7 +211,7 @@ func (c *spillCap) grant(self string, have, want int64) (int64, error) {
 	if live+done+want > c.limit {
 		return 0, errSpillFull
 	}
-	return min(have+c.step(), c.limit-live-done), nil
+	return min(max(want, have+c.step()), c.limit-live-done), nil
 }
 
 // spillEntry is one complete copy found in the state dir.
@@ -240,12 +240,17 @@ func (c *spillCap) entries(self string) []spillEntry {
 		if err != nil || !fi.Mode().IsRegular() {
 			return
 		}
-		live, err := copyLive(p)
-		if errors.Is(err, os.ErrNotExist) {
-			return
+		live := !settled
+		if !live {
+			var err error
+			live, err = copyLive(p)
+			if errors.Is(err, os.ErrNotExist) {
+				return
+			}
+			// A copy that cannot be checked counts as live: never deleted.
+			live = live || err != nil
 		}
-		// A copy that cannot be checked counts as live: never deleted.
-		out = append(out, spillEntry{path: p, size: fi.Size(), mtime: fi.ModTime(), live: live || err != nil || !settled})
+		out = append(out, spillEntry{path: p, size: fi.Size(), mtime: fi.ModTime(), live: live})
 	}
 	spills, _ := os.ReadDir(filepath.Join(c.stateDir, "spill"))
 	for _, e := range spills {
