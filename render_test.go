@@ -100,6 +100,7 @@ func TestTerminalCardFromValues(t *testing.T) {
 	}
 }
 
+// deref shows an optional string in a failure message.
 func deref(s *string) string {
 	if s == nil {
 		return "<nil>"

@@ -177,9 +177,10 @@ func (s *spillFile) remove() {
 	s.release()
 }
 
-// grant lets the copy at self, holding have bytes, grow to at least want
-// (at most have+step), deleting finished copies oldest first when that is
-// what makes room.
+// grant lets the copy at self, holding have bytes, grow to want and, room
+// permitting, up to one step past have; it deletes finished copies, oldest
+// first, when that is what makes room, and none when even all of them
+// would not.
 func (c *spillCap) grant(self string, have, want int64) (int64, error) {
 	unlock, err := c.lock()
 	if err != nil {
@@ -222,6 +223,7 @@ type spillEntry struct {
 	live  bool
 }
 
+// older orders copies by last write, then by path, so eviction is stable.
 func (e spillEntry) older(o spillEntry) bool {
 	if !e.mtime.Equal(o.mtime) {
 		return e.mtime.Before(o.mtime)

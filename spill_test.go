@@ -24,6 +24,7 @@ func printN(letter string, n int) string {
 	return fmt.Sprintf("yes %s | head -c %d", letter, n)
 }
 
+// wantN is what printN prints.
 func wantN(letter string, n int) string {
 	return strings.Repeat(letter+"\n", n/2)
 }
