@@ -151,7 +151,7 @@ func gcFailure(stateDir string, failed []error) error {
 	if more := len(failed) - len(shown); more > 0 {
 		shown = append(shown[:len(shown):len(shown)], fmt.Errorf("and %d more", more))
 	}
-	return fmt.Errorf("gc: %d entries of the state dir %q could not be removed:\n%w", len(failed), stateDir, errors.Join(shown...))
+	return fmt.Errorf("gc: what follows could not be removed from the state dir %q:\n%w", stateDir, errors.Join(shown...))
 }
 
 // gcTasks removes the tasks that settled before cutoff, and returns how
