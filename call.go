@@ -91,6 +91,7 @@ func answerFailure(stdin io.Reader, stdout io.Writer, textOnly bool, err error) 
 
 // writeResponse writes the JSON line, or only the text with -text.
 func writeResponse(w io.Writer, r *response, textOnly bool) error {
+	defer r.written()
 	if textOnly {
 		_, err := io.WriteString(w, r.text())
 		return err
@@ -330,9 +331,10 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	if err := setSubreaper(); err != nil {
 		return fmt.Errorf("becoming a child subreaper: %w", err)
 	}
-	spillDir := func() (string, error) { return privateDir(inv.stateDir, "spill") }
-	stdout := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, spillDir, "stdout")
-	stderr := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, spillDir, "stderr")
+	budget := &spillCap{stateDir: inv.stateDir, limit: inv.cfg.MaxSpillTotalBytes}
+	stdout := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, budget, "stdout")
+	stderr := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, budget, "stderr")
+	resp.holdUntilWritten(stdout.release, stderr.release)
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: stdout, Stderr: stderr,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
@@ -363,8 +365,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	if out.Aborted {
 		return toolErrorf("command aborted")
 	}
-	text := renderForeground(r, inv.escalationAdvertised())
-	setText(resp, text, terminalCard(text))
+	setText(resp, renderForeground(r, inv.escalationAdvertised()), terminalCard(r, inv.escalationAdvertised()))
 	return nil
 }
 

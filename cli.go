@@ -109,7 +109,9 @@ func runMode(args []string, stdout, stderr io.Writer) error {
 }
 
 // runGC deletes settled tasks and spill files older than -older-than
-// (default: [background] retention). Running tasks are never touched.
+// (default: [background] retention). Running tasks and the spill files of
+// calls still running are never touched. What it cannot delete makes it
+// fail, naming each path and the reason.
 func runGC(args []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("gc", stderr, &c)
@@ -130,21 +132,37 @@ func runGC(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("gc: -older-than: %w", err)}
 	}
 	cutoff := time.Now().Add(-age)
-	tasks := inv.gcTasks(cutoff)
-	spills := gcFiles(filepath.Join(inv.stateDir, "spill"), cutoff)
-	_, err = fmt.Fprintf(stdout, "removed %d finished tasks and %d spill files\n", tasks, spills)
-	return err
+	tasks, failed := inv.gcTasks(cutoff)
+	budget := &spillCap{stateDir: inv.stateDir, limit: inv.cfg.MaxSpillTotalBytes}
+	spills, spillFailed := budget.sweepSpills(cutoff)
+	failed = append(failed, spillFailed...)
+	if _, err := fmt.Fprintf(stdout, "removed %d finished tasks and %d spill files\n", tasks, spills); err != nil {
+		return err
+	}
+	return gcFailure(inv.stateDir, failed)
 }
 
-// gcTasks removes the tasks that settled before cutoff.
-func (inv *invocation) gcTasks(cutoff time.Time) int {
-	d, err := os.Open(inv.tasksDir())
-	if err != nil {
-		return 0
+// gcFailure words what gc could not delete, at most ten causes.
+func gcFailure(stateDir string, failed []error) error {
+	if len(failed) == 0 {
+		return nil
 	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
+	shown := failed[:min(len(failed), 10)]
+	if more := len(failed) - len(shown); more > 0 {
+		shown = append(shown[:len(shown):len(shown)], fmt.Errorf("and %d more", more))
+	}
+	return fmt.Errorf("gc: what follows could not be removed from the state dir %q:\n%w", stateDir, errors.Join(shown...))
+}
+
+// gcTasks removes the tasks that settled before cutoff, and returns how
+// many it removed and what it could not remove.
+func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
+	names, err := readDirNames(inv.tasksDir())
+	if err != nil {
+		return 0, []error{err}
+	}
 	n := 0
+	var failed []error
 	for _, id := range names {
 		t, err := inv.loadTask(id)
 		if err != nil {
@@ -155,29 +173,30 @@ func (inv *invocation) gcTasks(cutoff time.Time) int {
 			continue
 		}
 		for _, sub := range []string{"tasks", "pending", "running"} {
-			os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id))
+			if err := os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				failed = append(failed, err)
+			}
 		}
-		if os.RemoveAll(t.dir) == nil {
-			n++
+		if err := os.RemoveAll(t.dir); err != nil {
+			failed = append(failed, err)
+			continue
 		}
+		n++
 	}
-	return n
+	return n, failed
 }
 
-// gcFiles removes the regular files in dir last written before cutoff.
-func gcFiles(dir string, cutoff time.Time) int {
-	entries, err := os.ReadDir(dir)
+// readDirNames lists a directory; a missing one is empty.
+func readDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		return 0
+		return nil, err
 	}
-	n := 0
-	for _, e := range entries {
-		fi, err := e.Info()
-		if err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(cutoff) && os.Remove(filepath.Join(dir, e.Name())) == nil {
-			n++
-		}
-	}
-	return n
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // lookShell resolves the configured shell to an absolute path.

@@ -28,6 +28,8 @@ type config struct {
 	GraceMs        int64  `toml:"grace_ms"`
 	MaxOutputBytes int64  `toml:"max_output_bytes"`
 	MaxSpillBytes  int64  `toml:"max_spill_bytes"`
+	// MaxSpillTotalBytes caps all complete copies of the state dir together.
+	MaxSpillTotalBytes int64 `toml:"max_spill_total_bytes"`
 
 	Background backgroundConfig `toml:"background"`
 	Sandbox    sandboxConfig    `toml:"sandbox"`
@@ -76,6 +78,8 @@ func defaultConfig() config {
 		GraceMs:        3000,
 		MaxOutputBytes: 64000,
 		MaxSpillBytes:  64 << 20,
+
+		MaxSpillTotalBytes: 1 << 30,
 		Background: backgroundConfig{
 			Enabled:            true,
 			MaxTasksPerSession: 10,
@@ -158,6 +162,7 @@ func (c *config) validate() error {
 		{"grace_ms", c.GraceMs},
 		{"max_output_bytes", c.MaxOutputBytes},
 		{"max_spill_bytes", c.MaxSpillBytes},
+		{"max_spill_total_bytes", c.MaxSpillTotalBytes},
 		{"background.max_tasks_per_session", c.Background.MaxTasksPerSession},
 		{"background.wait_timeout_ms", c.Background.WaitTimeoutMs},
 		{"background.max_wait_timeout_ms", c.Background.MaxWaitTimeoutMs},

@@ -51,17 +51,15 @@ func (t *tail) bytes() []byte {
 type capture struct {
 	tail     *tail
 	spillMax int64
-	spillDir func() (string, error) // creates the spill directory on demand
-	name     string                 // "stdout" or "stderr"
+	budget   *spillCap // where the complete copy goes, and its total cap
+	name     string    // "stdout" or "stderr"
 
-	spill     *os.File
-	spillPath string
-	spilled   int64
-	gone      bool // the complete copy is unavailable
+	spill *spillFile
+	gone  bool // the complete copy is unavailable
 }
 
-func newCapture(tailMax, spillMax int64, spillDir func() (string, error), name string) *capture {
-	return &capture{tail: newTail(int(tailMax)), spillMax: spillMax, spillDir: spillDir, name: name}
+func newCapture(tailMax, spillMax int64, budget *spillCap, name string) *capture {
+	return &capture{tail: newTail(int(tailMax)), spillMax: spillMax, budget: budget, name: name}
 }
 
 // Write keeps p in the tail and, once the tail has overflowed, in the spill.
@@ -79,11 +77,8 @@ func (c *capture) Write(p []byte) (int, error) {
 // openSpill starts the complete copy with everything so far, which the tail
 // still holds whole because this is its first overflow.
 func (c *capture) openSpill() {
-	dir, err := c.spillDir()
-	if err == nil {
-		c.spill, c.spillPath, err = createPrivate(dir, "*-"+c.name+".log")
-	}
-	if err != nil {
+	var err error
+	if c.spill, err = c.budget.create("*-" + c.name + ".log"); err != nil {
 		c.gone = true
 		return
 	}
@@ -91,13 +86,7 @@ func (c *capture) openSpill() {
 }
 
 func (c *capture) toSpill(p []byte) {
-	if c.spilled+int64(len(p)) > c.spillMax {
-		c.dropSpill()
-		return
-	}
-	n, err := c.spill.Write(p)
-	c.spilled += int64(n)
-	if err != nil {
+	if c.spill.written+int64(len(p)) > c.spillMax || c.spill.write(p) != nil {
 		c.dropSpill()
 	}
 }
@@ -105,24 +94,23 @@ func (c *capture) toSpill(p []byte) {
 // dropSpill deletes an incomplete copy: a partial file must never be
 // reported as the full output.
 func (c *capture) dropSpill() {
-	c.spill.Close()
-	os.Remove(c.spillPath)
-	c.spill, c.spillPath, c.gone = nil, "", true
+	c.spill.remove()
+	c.spill, c.gone = nil, true
 }
 
-// result seals the spill and returns the stream as the response carries it.
+// result returns the stream as the response carries it. The spill stays
+// live (and so safe from eviction and gc) until release.
 func (c *capture) result() streamResult {
 	r := streamResult{Text: validText(c.tail.bytes()), Truncated: c.tail.total > int64(len(c.tail.buf))}
 	if c.spill != nil {
-		if err := c.spill.Close(); err != nil {
-			os.Remove(c.spillPath)
-			c.spillPath = ""
-		}
-		c.spill = nil
-		r.SpillPath = c.spillPath
+		r.SpillPath = c.spill.path
 	}
 	return r
 }
+
+// release lets the spill be evicted: call it once the response that
+// offers its path is written.
+func (c *capture) release() { c.spill.release() }
 
 // validText turns captured bytes into a JSON-safe string: invalid UTF-8
 // (including a character cut by the tail) becomes U+FFFD.

@@ -137,23 +137,48 @@ func appendLines(body string, lines []string) string {
 	return body + strings.Join(lines, "\n")
 }
 
-// renderForeground is the model-facing text of a foreground run.
-func renderForeground(r *foregroundResult, escalation bool) string {
-	body := joinStreams(streamText(r.Stdout), streamText(r.Stderr))
-	if body == "" {
-		body = textNoOutput
+// foregroundLayout is a foreground text in the pieces it is built from:
+// the streams (or "(no output)"), the markers, and the exit status marker,
+// which always comes last and is "" after a clean exit. The text and the
+// terminal card are both built from it, so the card never has to parse a
+// text whose body the command controls.
+type foregroundLayout struct {
+	body    string
+	markers []string
+	status  string
+}
+
+// layoutForeground lays out a foreground run's result.
+func layoutForeground(r *foregroundResult, escalation bool) foregroundLayout {
+	l := foregroundLayout{body: joinStreams(streamText(r.Stdout), streamText(r.Stderr))}
+	if l.body == "" {
+		l.body = textNoOutput
 	}
-	markers := sandboxMarkers(r.Sandbox, escalation)
+	l.markers = sandboxMarkers(r.Sandbox, escalation)
 	if r.TimedOut {
-		markers = append(markers, markerTimedOut(r.TimeoutMs))
+		l.markers = append(l.markers, markerTimedOut(r.TimeoutMs))
 	}
 	switch {
 	case r.Signal != nil:
-		markers = append(markers, markerSignal(*r.Signal))
+		l.status = markerSignal(*r.Signal)
 	case r.ExitCode != nil && *r.ExitCode != 0:
-		markers = append(markers, markerExit(*r.ExitCode))
+		l.status = markerExit(*r.ExitCode)
 	}
-	return appendLines(body, markers)
+	return l
+}
+
+// text is the model-facing text: body, markers, then the status marker.
+func (l foregroundLayout) text() string {
+	lines := l.markers[:len(l.markers):len(l.markers)]
+	if l.status != "" {
+		lines = append(lines, l.status)
+	}
+	return appendLines(l.body, lines)
+}
+
+// renderForeground is the model-facing text of a foreground run.
+func renderForeground(r *foregroundResult, escalation bool) string {
+	return layoutForeground(r, escalation).text()
 }
 
 // taskStatus is a background task's state as the model sees it.
@@ -286,29 +311,26 @@ func callCard(tool string, args map[string]json.RawMessage) *card {
 	return nil
 }
 
-// terminalCard parses the exit status off a foreground text: the
-// "[killed by signal: X]" marker first, then "[exit code: N]"; the matched
-// marker leaves the output, and neither means exit code 0.
-func terminalCard(text string) *card {
-	c := &card{Card: "terminal"}
-	body := text
-	if i := strings.LastIndex(text, "\n[killed by signal: "); i >= 0 && strings.HasSuffix(text, "]") {
-		name := text[i+len("\n[killed by signal: ") : len(text)-1]
-		if name != "" && !strings.ContainsAny(name, "]\n") {
-			c.Signal, body = name, text[:i]
-		}
+// terminalCard is the result card of a foreground run, built from the
+// run's values, never by parsing its text: a command that prints
+// "[exit code: 3]" and exits 0 gets exitCode 0 and keeps every byte of its
+// output. The output is the model-facing text without the status marker
+// and the line break before it (so that it ends where the marker's line
+// began); every other marker stays.
+func terminalCard(r *foregroundResult, escalation bool) *card {
+	l := layoutForeground(r, escalation)
+	out := appendLines(l.body, l.markers)
+	if l.status != "" {
+		out = strings.TrimSuffix(out, "\n")
 	}
-	if c.Signal == "" {
-		code := 0
-		if i := strings.LastIndex(text, "\n[exit code: "); i >= 0 && strings.HasSuffix(text, "]") {
-			digits := text[i+len("\n[exit code: ") : len(text)-1]
-			if n, err := strconv.Atoi(digits); err == nil && digits != "" && strings.Trim(digits, "0123456789") == "" {
-				code, body = n, text[:i]
-			}
-		}
+	c := &card{Card: "terminal", Output: &out}
+	switch {
+	case r.Signal != nil:
+		c.Signal = *r.Signal
+	case r.ExitCode != nil:
+		code := *r.ExitCode
 		c.ExitCode = &code
 	}
-	c.Output = &body
 	return c
 }
 
@@ -328,6 +350,21 @@ type response struct {
 	Present           *presentation     `json:"present,omitempty"`
 	Notices           []string          `json:"notices,omitempty"`
 	ApprovalRequired  *approvalRequired `json:"approvalRequired,omitempty"`
+
+	// held are released once the response is written: they keep the
+	// spill files it offers live until then.
+	held []func()
+}
+
+// holdUntilWritten runs release once the response has been written.
+func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }
+
+// written releases what the response held; whoever writes it calls this.
+func (r *response) written() {
+	for _, release := range r.held {
+		release()
+	}
+	r.held = nil
 }
 
 type textContent struct {

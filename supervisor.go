@@ -50,7 +50,8 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 	me.Start, _ = procStartTime(me.PID)
 	t, err := inv.allocateTask(&taskMeta{Owner: owner, Command: a.Command, Workdir: p.workdir,
 		Mode: p.sandbox.Mode, StartedAt: time.Now().UnixMilli(), GraceMs: inv.cfg.GraceMs,
-		MaxOutputBytes: inv.cfg.MaxOutputBytes, MaxSpillBytes: inv.cfg.MaxSpillBytes, Starter: me})
+		MaxOutputBytes: inv.cfg.MaxOutputBytes, MaxSpillBytes: inv.cfg.MaxSpillBytes, Starter: me,
+		MaxSpillTotalBytes: inv.cfg.MaxSpillTotalBytes})
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,7 @@ type diskStream struct {
 	ring     *os.File
 	capacity int64
 	total    int64
-	full     *os.File // nil once the complete copy is given up
-	fullPath string
+	full     *spillFile // nil once the complete copy is given up
 	spillMax int64
 	last     *tail // for the denial classifier
 }
@@ -39,15 +38,18 @@ func openTaskStreams(t *task) ([2]*diskStream, error) {
 	var s [2]*diskStream
 	for i, name := range []string{"stdout", "stderr"} {
 		d := &diskStream{capacity: 2 * t.meta.MaxOutputBytes, spillMax: t.meta.MaxSpillBytes,
-			fullPath: filepath.Join(t.dir, name+".log"), last: newTail(int(t.meta.MaxOutputBytes))}
+			last: newTail(int(t.meta.MaxOutputBytes))}
 		var err error
 		flags := os.O_RDWR | os.O_CREATE | os.O_EXCL | syscall.O_NOFOLLOW
 		if d.ring, err = os.OpenFile(filepath.Join(t.dir, name+".tail"), flags, 0o600); err != nil {
 			return s, err
 		}
-		if d.full, err = os.OpenFile(d.fullPath, flags, 0o600); err != nil {
+		fullPath := filepath.Join(t.dir, name+".log")
+		full, err := os.OpenFile(fullPath, flags, 0o600)
+		if err != nil {
 			return s, err
 		}
+		d.full, _ = taskSpillCap(t).adopt(full, fullPath) // nil: no complete copy
 		var hdr [tailHeader]byte
 		binary.LittleEndian.PutUint64(hdr[8:], uint64(d.capacity))
 		if _, err := d.ring.WriteAt(hdr[:], 0); err != nil {
@@ -60,12 +62,8 @@ func openTaskStreams(t *task) ([2]*diskStream, error) {
 
 // Write never fails: a full disk loses the complete copy, not the command.
 func (d *diskStream) Write(p []byte) (int, error) {
-	if d.full != nil {
-		if d.total+int64(len(p)) > d.spillMax {
-			d.dropFull()
-		} else if _, err := d.full.Write(p); err != nil {
-			d.dropFull()
-		}
+	if d.full != nil && (d.total+int64(len(p)) > d.spillMax || d.full.write(p) != nil) {
+		d.dropFull()
 	}
 	q, off := p, d.total
 	if int64(len(q)) > d.capacity {
@@ -87,17 +85,14 @@ func (d *diskStream) Write(p []byte) (int, error) {
 }
 
 func (d *diskStream) dropFull() {
-	d.full.Close()
-	os.Remove(d.fullPath)
+	d.full.remove()
 	d.full = nil
 }
 
 func (d *diskStream) tailBytes() []byte { return d.last.bytes() }
 
 func (d *diskStream) close() {
-	if d.full != nil {
-		d.full.Close()
-	}
+	d.full.release()
 	d.ring.Close()
 }
 

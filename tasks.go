@@ -53,6 +53,8 @@ type taskMeta struct {
 	GraceMs        int64  `json:"graceMs"`
 	MaxOutputBytes int64  `json:"maxOutputBytes"`
 	MaxSpillBytes  int64  `json:"maxSpillBytes"`
+	// MaxSpillTotalBytes is the state dir's cap on complete copies.
+	MaxSpillTotalBytes int64 `json:"maxSpillTotalBytes,omitempty"`
 	// Starter is the invocation that starts the task: until the supervisor
 	// records itself, the task is starting while the starter lives.
 	Starter procRecord `json:"starter"`
