@@ -57,8 +57,15 @@ func (s *spoolServer) stop(t *testing.T, sig syscall.Signal) error {
 // drop writes a call the way a client does: into tmp/, then renamed to new/.
 func drop(t *testing.T, dir, name, call string) {
 	t.Helper()
+	dropEntry(t, dir, name, func(p string) error { return os.WriteFile(p, []byte(call), 0o600) })
+}
+
+// dropEntry makes an entry of any kind the way a client drops a call: in
+// tmp/, then renamed to new/, so that serve never sees it half made.
+func dropEntry(t *testing.T, dir, name string, create func(string) error) {
+	t.Helper()
 	tmp := filepath.Join(dir, "tmp", name)
-	if err := os.WriteFile(tmp, []byte(call), 0o600); err != nil {
+	if err := create(tmp); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "new", name)); err != nil {
@@ -206,15 +213,22 @@ func TestSpoolBadFiles(t *testing.T) {
 	dir := filepath.Join(e.dir, "spool")
 	e.serve(dir)
 	newDir := filepath.Join(dir, "new")
-	os.WriteFile(filepath.Join(newDir, "garbage.json"), []byte("\x00\xffnot json"), 0o600)
-	os.WriteFile(filepath.Join(newDir, "big.json"), bytes.Repeat([]byte("x"), maxRequestBytes+10), 0o600)
-	os.WriteFile(filepath.Join(newDir, "empty.json"), nil, 0o600)
-	os.Mkdir(filepath.Join(newDir, "adir.json"), 0o700)
-	os.Symlink("/etc/passwd", filepath.Join(newDir, "link.json"))
-	syscall.Mkfifo(filepath.Join(newDir, "fifo.json"), 0o600)
-	syscall.Mknod(filepath.Join(newDir, "socket.json"), syscall.S_IFSOCK|0o600, 0) // open fails: ENXIO
-	os.WriteFile(filepath.Join(newDir, "unreadable.json"), []byte(`{"name":"bash_list"}`), 0o000)
-	os.WriteFile(filepath.Join(newDir, ".hidden"), []byte(`{"name":"bash_list"}`), 0o600)
+	file := func(data []byte, mode os.FileMode) func(string) error {
+		return func(p string) error { return os.WriteFile(p, data, mode) }
+	}
+	for name, create := range map[string]func(string) error{
+		"garbage.json":    file([]byte("\x00\xffnot json"), 0o600),
+		"big.json":        file(bytes.Repeat([]byte("x"), maxRequestBytes+10), 0o600),
+		"empty.json":      file(nil, 0o600),
+		"adir.json":       func(p string) error { return os.Mkdir(p, 0o700) },
+		"link.json":       func(p string) error { return os.Symlink("/etc/passwd", p) },
+		"fifo.json":       func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"socket.json":     func(p string) error { return syscall.Mknod(p, syscall.S_IFSOCK|0o600, 0) }, // open fails: ENXIO
+		"unreadable.json": file([]byte(`{"name":"bash_list"}`), 0o000),
+		".hidden":         file([]byte(`{"name":"bash_list"}`), 0o600),
+	} {
+		dropEntry(t, dir, name, create)
+	}
 	var texts []string
 	for _, name := range []string{"garbage", "big", "empty", "adir", "link", "fifo", "socket"} {
 		texts = append(texts, name+": "+awaitResponse(t, dir, name+".json").text())
