@@ -233,12 +233,16 @@ func (s *spool) take(name string) (*os.File, string) {
 		return nil, "" // another worker is claiming it
 	}
 	claimed := filepath.Join(s.dir, "cur", name)
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	switch {
+	case err != nil || !isStill(src, fi):
+		// taken (and maybe answered) by another worker meanwhile
+	case !fi.Mode().IsRegular():
 		s.reject(name, src, "the call is not a regular file")
-	} else if s.answered(resp) {
+	case s.answered(resp):
 		// Its answer could not be delivered: the call is not run.
 		s.moveAside(name, src, "out/ already holds a response named "+resp+"; the call was not run")
-	} else if os.Rename(src, claimed) == nil {
+	case os.Rename(src, claimed) == nil:
 		return f, claimed
 	}
 	f.Close()

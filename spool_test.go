@@ -130,8 +130,7 @@ func TestSpoolConcurrent(t *testing.T) {
 func TestSpoolTwoServers(t *testing.T) {
 	e := newTestEnv(t, "")
 	dir := filepath.Join(e.dir, "spool")
-	e.serve(dir, "-workers", "4")
-	e.serve(dir, "-workers", "4")
+	servers := []*spoolServer{e.serve(dir, "-workers", "4"), e.serve(dir, "-workers", "4")}
 	const calls = 40
 	for i := 0; i < calls; i++ {
 		drop(t, dir, fmt.Sprintf("c%02d.json", i), fmt.Sprintf(`{"name":"bash","arguments":{"command":"echo %d >> runs","description":"d"}}`, i))
@@ -150,6 +149,12 @@ func TestSpoolTwoServers(t *testing.T) {
 	for l, n := range seen {
 		if n != 1 {
 			t.Errorf("call %s ran %d times", l, n)
+		}
+	}
+	for _, s := range servers {
+		s.stop(t, syscall.SIGTERM)
+		if log := s.stderr.String(); strings.Count(log, "\n") != 1 {
+			t.Errorf("serve logged more than its start: %s", log)
 		}
 	}
 }

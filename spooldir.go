@@ -26,7 +26,11 @@ func prepareSpool(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("spool dir %q: %w", dir, err)
 	}
-	canon, err := filepath.EvalSymlinks(dir)
+	abs, err := filepath.Abs(dir) // so that checkAncestors sees them all
+	if err != nil {
+		return "", fmt.Errorf("spool dir %q: %w", dir, err)
+	}
+	canon, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return "", fmt.Errorf("spool dir %q: %w", dir, err)
 	}

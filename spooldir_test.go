@@ -84,6 +84,22 @@ func TestSpoolDirRefused(t *testing.T) {
 	}
 }
 
+// TestSpoolDirRelative: a spool dir named by a relative path has all the
+// directories above it checked too, not only those the path names.
+func TestSpoolDirRelative(t *testing.T) {
+	e := newTestEnv(t, "")
+	spool := filepath.Join(e.workspace, "spool")
+	makeDangerousSpool(t, spool)
+	if err := os.Chmod(e.dir, 0o777); err != nil { // the workspace's parent
+		t.Fatal(err)
+	}
+	r := e.run("", "serve", "-spool", "spool", "-once") // from the workspace
+	if r.code != 1 || !strings.Contains(r.stderr, `inside "`+e.dir+`", which other users can write`) {
+		t.Errorf("serve -spool spool: exit %d, stderr %q", r.code, r.stderr)
+	}
+	assertNotRun(t, e, spool)
+}
+
 // assertNotRun checks that the dangerous call neither ran nor was answered.
 func assertNotRun(t *testing.T, e *testEnv, spool string) {
 	t.Helper()
@@ -117,7 +133,8 @@ func TestSpoolDirAccepted(t *testing.T) {
 }
 
 // TestSpoolDirOtherUser runs serve as an unprivileged user: a spool dir
-// root made is refused, one of its own is served.
+// root made is refused, and so is its own while open to others; its own
+// private one is served.
 func TestSpoolDirOtherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run bashcall as another user")
@@ -138,6 +155,11 @@ func TestSpoolDirOtherUser(t *testing.T) {
 	if err := chownTree(own, nobody); err != nil {
 		t.Fatal(err)
 	}
+	os.Chmod(own, 0o777)
+	if r := serve(own); r.code != 1 || !strings.Contains(r.stderr, `spool dir "`+own+`" is group or other accessible (mode 0777)`) {
+		t.Errorf("serve of its own open spool dir: exit %d, stderr %q", r.code, r.stderr)
+	}
+	os.Chmod(own, 0o700)
 	if r := serve(own); r.code != 0 {
 		t.Fatalf("serve of its own spool dir: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -179,6 +201,7 @@ func asUser(t *testing.T, uid int) (string, func(spool string) result) {
 	}
 }
 
+// copyFile copies from to a new executable file to.
 func copyFile(from, to string) error {
 	src, err := os.Open(from)
 	if err != nil {
@@ -193,6 +216,7 @@ func copyFile(from, to string) error {
 	return errors.Join(err, dst.Close())
 }
 
+// chownTree gives dir and everything in it to uid.
 func chownTree(dir string, uid int) error {
 	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
 		if err != nil {
