@@ -6,7 +6,7 @@ package main
 //	DIR/tmp/  a client writes NAME.json here first
 //	DIR/new/  then renames it here
 //	DIR/cur/  a worker claims a call by renaming it here
-//	DIR/out/  the response, NAME.json, appears here whole (a hard link)
+//	DIR/out/  the response, NAME.json, appears here by a rename
 //
 // A worker opens a call and takes an flock on it before renaming it into
 // cur/, and holds the lock until the response exists and the claim is

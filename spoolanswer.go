@@ -3,8 +3,9 @@ package main
 // Answers in out/: each written at most once and, for a call that ran,
 // at least once while serve runs (PROTOCOL.md sections 8 and 9).
 //
-// A response is written to a locked temporary and hard-linked into place,
-// so an existing response is never replaced, not even by a race. One that
+// A response is written to a locked temporary and renamed into place with
+// RENAME_NOREPLACE (or hard-linked, where that is missing), so an existing
+// response is never replaced, not even by a race. One that
 // cannot be written (a full disk) is kept in memory and retried while the
 // claim stays locked; if serve stops first, the claim is renamed to
 // cur/.ran.NAME so that the next start can say that the call ran. A start
@@ -201,7 +202,7 @@ func isStill(path string, fi os.FileInfo) bool {
 }
 
 // publish writes data to p through a locked temporary, synced, then
-// hard-linked to p: readers see all of it or nothing, and an existing p is
+// renamed to p: readers see all of it or nothing, and an existing p is
 // never replaced, not even by a race (the error then matches
 // os.ErrExist). A full disk shows as an error here, not as a short file.
 func publish(p string, data []byte) error {
@@ -216,12 +217,24 @@ func publish(p string, data []byte) error {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = os.Link(tmp, p)
+		err = placeNoReplace(tmp, p)
 	}
 	if err != nil {
 		return fmt.Errorf("writing %q: %w", p, err)
 	}
 	return nil
+}
+
+// placeNoReplace moves tmp to p unless p exists (os.ErrExist): a rename,
+// so that clients watching for one see it; where the system or the
+// filesystem has no rename that refuses to replace, a hard link (tmp's
+// name is removed by the caller).
+func placeNoReplace(tmp, p string) error {
+	err := renameNoReplace(tmp, p)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return os.Link(tmp, p)
+	}
+	return err
 }
 
 // lockedTemp creates a private temporary in dir and locks it, so that a

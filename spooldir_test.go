@@ -265,7 +265,7 @@ func TestSpoolStaleTemps(t *testing.T) {
 }
 
 // TestPublishNoReplace: publish never replaces a file, and leaves no
-// temporary behind either way.
+// temporary behind either way; both ways of placing it refuse to replace.
 func TestPublishNoReplace(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "r.json")
@@ -280,5 +280,20 @@ func TestPublishNoReplace(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(dir); len(names) != 1 {
 		t.Errorf("dir holds %d entries, want 1", len(names))
+	}
+	for name, place := range map[string]func(string, string) error{"renameNoReplace": renameNoReplace, "os.Link": os.Link} {
+		tmp := filepath.Join(dir, name)
+		os.WriteFile(tmp, []byte("other\n"), 0o600)
+		err := place(tmp, p)
+		if errors.Is(err, errors.ErrUnsupported) {
+			t.Logf("%s: not supported here", name)
+			continue
+		}
+		if !errors.Is(err, os.ErrExist) {
+			t.Errorf("%s(tmp, existing) = %v, want os.ErrExist", name, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "first\n" {
+			t.Errorf("after %s: %q, want the first", name, b)
+		}
 	}
 }
