@@ -1,9 +1,9 @@
 package main
 
 // The spool directory itself (PROTOCOL.md section 9): whoever can write it
-// can have calls run as the user serve runs as, so it is checked like the
-// state dir before anything in it is read; and responses are written so
-// that one, once in out/, is never replaced.
+// can have calls run as the user serve runs as, with whatever approval they
+// write into a call, so it is checked like the state dir, and so are the
+// directories above it, before anything in it is read.
 
 import (
 	"errors"
