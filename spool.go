@@ -13,7 +13,8 @@ package main
 // removed. So a call in cur/ that nobody locks was claimed by a process
 // that died: it is answered as interrupted and never run again. Each call
 // runs in its own bashcall process, which is the subreaper of its command
-// and dies (aborting the command) if serve dies.
+// and dies (aborting the command) if serve dies. How responses reach out/
+// is in spoolanswer.go; the checks of the directory in spooldir.go.
 
 import (
 	"errors"
@@ -41,6 +42,8 @@ type spool struct {
 	children map[*os.Process]bool
 	stopping bool
 	wg       sync.WaitGroup
+	pending  sync.WaitGroup // responses waiting to be written
+	giveUp   chan struct{}  // closed when serve stops waiting for them
 }
 
 // runServe answers calls dropped into -spool DIR until SIGINT or SIGTERM,
@@ -62,7 +65,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	s := &spool{inv: inv, cfgPath: inv.cfg.path, workers: int(inv.cfg.Spool.Workers), stderr: stderr,
-		inflight: map[string]bool{}, children: map[*os.Process]bool{}}
+		inflight: map[string]bool{}, children: map[*os.Process]bool{}, giveUp: make(chan struct{})}
 	if *workersFlag < 0 || *workersFlag > 1024 {
 		return usageError{fmt.Errorf("serve: -workers must be between 1 and 1024, got %d", *workersFlag)}
 	}
@@ -73,23 +76,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return s.serve(*onceFlag)
-}
-
-// prepareSpool creates the spool directories that are missing, 0700.
-func prepareSpool(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("spool dir %q: %w", dir, err)
-	}
-	canon, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", fmt.Errorf("spool dir %q: %w", dir, err)
-	}
-	for _, sub := range []string{"tmp", "new", "cur", "out"} {
-		if err := os.Mkdir(filepath.Join(canon, sub), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return "", fmt.Errorf("spool dir %q: %w", dir, err)
-		}
-	}
-	return canon, nil
 }
 
 // serve is the dispatch loop: rescan on every wake-up, until stopped.
@@ -124,11 +110,13 @@ func (s *spool) serve(once bool) error {
 		select {
 		case <-stopped:
 			s.wg.Wait()
+			s.settle()
 			return nil
 		default:
 		}
 		if once {
 			if len(names) == 0 {
+				s.settle()
 				return nil
 			}
 			continue
@@ -213,38 +201,58 @@ func (s *spool) worker(queue <-chan string) {
 	}
 }
 
-// claim takes new/NAME (lock, then rename into cur/) and answers it.
+// claim takes new/NAME (lock, then rename into cur/), runs it and has it
+// answered.
 func (s *spool) claim(name string) {
-	src := filepath.Join(s.dir, "new", name)
-	if _, ok := responseName(name); !ok {
-		s.moveAside(name, src, "no response name can be derived from it")
+	f, claimed := s.take(name)
+	if f == nil {
 		return
+	}
+	s.deliver(name, claimed, f, s.answer(f))
+}
+
+// take opens and locks new/NAME and renames it into cur/, returning the
+// locked file and its new path; nil when the call is not this worker's
+// to run.
+func (s *spool) take(name string) (*os.File, string) {
+	src := filepath.Join(s.dir, "new", name)
+	resp, ok := responseName(name)
+	if !ok {
+		s.moveAside(name, src, "no response name can be derived from it")
+		return nil, ""
 	}
 	f, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
 			s.reject(name, src, "the call cannot be opened: "+describeOpenError(err))
 		}
-		return
+		return nil, ""
 	}
-	defer f.Close()
 	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-		return // another worker is claiming it
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		s.reject(name, src, "the call is not a regular file")
-		return
+		f.Close()
+		return nil, "" // another worker is claiming it
 	}
 	claimed := filepath.Join(s.dir, "cur", name)
-	if err := os.Rename(src, claimed); err != nil {
-		return // claimed by another worker or serve process
+	fi, err := f.Stat()
+	switch {
+	case err != nil || !isStill(src, fi):
+		// taken (and maybe answered) by another worker meanwhile
+	case !fi.Mode().IsRegular():
+		s.reject(name, src, "the call is not a regular file")
+	case s.answered(resp):
+		// Its answer could not be delivered: the call is not run.
+		s.moveAside(name, src, "out/ already holds a response named "+resp+"; the call was not run")
+	case os.Rename(src, claimed) == nil:
+		return f, claimed
 	}
-	resp := s.answer(f)
-	if err := s.respond(name, resp); err != nil {
-		fmt.Fprintf(s.stderr, "bashcall serve: %s: %v\n", name, err)
-		return // keep the claim: the next start answers it as interrupted
-	}
-	os.Remove(claimed)
+	f.Close()
+	return nil, ""
+}
+
+// answered reports whether out/ holds the response named resp.
+func (s *spool) answered(resp string) bool {
+	_, err := os.Lstat(filepath.Join(s.dir, "out", resp))
+	return err == nil
 }
 
 // answer runs the call in its own bashcall process and returns the
@@ -281,15 +289,6 @@ func (s *spool) answer(f *os.File) []byte {
 	return errorLine(requestID(data), fmt.Errorf("bashcall failed (%v): %s", err, strings.TrimSpace(errOut.String())))
 }
 
-// respond writes out/NAME.json through a temporary name and a rename.
-func (s *spool) respond(name string, line []byte) error {
-	dst, ok := responseName(name)
-	if !ok {
-		return fmt.Errorf("no response name can be derived from %q", name)
-	}
-	return writeFileAtomic(filepath.Join(s.dir, "out", dst), line)
-}
-
 // responseName is NAME.json for NAME or NAME.json.
 func responseName(name string) (string, bool) {
 	if !strings.HasSuffix(name, ".json") {
@@ -317,46 +316,6 @@ func (s *spool) moveAside(name, path, why string) {
 	if err != nil {
 		fmt.Fprintf(s.stderr, "bashcall serve: %s: cannot move it aside: %v\n", name, err)
 	}
-}
-
-// recoverInterrupted answers, once, each call in cur/ that no live process
-// holds: it was claimed by a serve that stopped before answering.
-func (s *spool) recoverInterrupted() {
-	d, err := os.Open(filepath.Join(s.dir, "cur"))
-	if err != nil {
-		return
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, name := range names {
-		s.recoverOne(name)
-	}
-}
-
-func (s *spool) recoverOne(name string) {
-	p := filepath.Join(s.dir, "cur", name)
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-		return // being answered
-	}
-	held, err := f.Stat()
-	if err != nil {
-		return
-	}
-	if still, err := os.Lstat(p); err != nil || !os.SameFile(still, held) {
-		return // answered and removed meanwhile
-	}
-	data, _ := io.ReadAll(io.LimitReader(f, maxRequestBytes))
-	line := errorLine(requestID(data), toolErrorf("interrupted: the bashcall serve process that claimed this call stopped before answering it; it was not run again"))
-	if err := s.respond(name, line); err != nil {
-		fmt.Fprintf(s.stderr, "bashcall serve: %s: %v\n", name, err)
-		return
-	}
-	os.Remove(p)
 }
 
 // errorLine is a response line for err, echoing id when known.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,7 +23,13 @@ type spoolServer struct {
 // serve starts bashcall serve on dir.
 func (e *testEnv) serve(dir string, args ...string) *spoolServer {
 	e.t.Helper()
-	c := e.cmd(append([]string{"serve", "-spool", dir}, args...)...)
+	return e.startServe(e.cmd(append([]string{"serve", "-spool", dir}, args...)...), dir)
+}
+
+// startServe starts c, a bashcall serve, and waits for it to make the spool
+// directories in dir.
+func (e *testEnv) startServe(c *exec.Cmd, dir string) *spoolServer {
+	e.t.Helper()
 	s := &spoolServer{cmd: c, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	c.Stderr = s.stderr
 	if err := c.Start(); err != nil {
@@ -57,8 +64,15 @@ func (s *spoolServer) stop(t *testing.T, sig syscall.Signal) error {
 // drop writes a call the way a client does: into tmp/, then renamed to new/.
 func drop(t *testing.T, dir, name, call string) {
 	t.Helper()
+	dropEntry(t, dir, name, func(p string) error { return os.WriteFile(p, []byte(call), 0o600) })
+}
+
+// dropEntry makes an entry of any kind the way a client drops a call: in
+// tmp/, then renamed to new/, so that serve never sees it half made.
+func dropEntry(t *testing.T, dir, name string, create func(string) error) {
+	t.Helper()
 	tmp := filepath.Join(dir, "tmp", name)
-	if err := os.WriteFile(tmp, []byte(call), 0o600); err != nil {
+	if err := create(tmp); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "new", name)); err != nil {
@@ -116,8 +130,7 @@ func TestSpoolConcurrent(t *testing.T) {
 func TestSpoolTwoServers(t *testing.T) {
 	e := newTestEnv(t, "")
 	dir := filepath.Join(e.dir, "spool")
-	e.serve(dir, "-workers", "4")
-	e.serve(dir, "-workers", "4")
+	servers := []*spoolServer{e.serve(dir, "-workers", "4"), e.serve(dir, "-workers", "4")}
 	const calls = 40
 	for i := 0; i < calls; i++ {
 		drop(t, dir, fmt.Sprintf("c%02d.json", i), fmt.Sprintf(`{"name":"bash","arguments":{"command":"echo %d >> runs","description":"d"}}`, i))
@@ -136,6 +149,12 @@ func TestSpoolTwoServers(t *testing.T) {
 	for l, n := range seen {
 		if n != 1 {
 			t.Errorf("call %s ran %d times", l, n)
+		}
+	}
+	for _, s := range servers {
+		s.stop(t, syscall.SIGTERM)
+		if log := s.stderr.String(); strings.Count(log, "\n") != 1 {
+			t.Errorf("serve logged more than its start: %s", log)
 		}
 	}
 }
@@ -206,15 +225,22 @@ func TestSpoolBadFiles(t *testing.T) {
 	dir := filepath.Join(e.dir, "spool")
 	e.serve(dir)
 	newDir := filepath.Join(dir, "new")
-	os.WriteFile(filepath.Join(newDir, "garbage.json"), []byte("\x00\xffnot json"), 0o600)
-	os.WriteFile(filepath.Join(newDir, "big.json"), bytes.Repeat([]byte("x"), maxRequestBytes+10), 0o600)
-	os.WriteFile(filepath.Join(newDir, "empty.json"), nil, 0o600)
-	os.Mkdir(filepath.Join(newDir, "adir.json"), 0o700)
-	os.Symlink("/etc/passwd", filepath.Join(newDir, "link.json"))
-	syscall.Mkfifo(filepath.Join(newDir, "fifo.json"), 0o600)
-	syscall.Mknod(filepath.Join(newDir, "socket.json"), syscall.S_IFSOCK|0o600, 0) // open fails: ENXIO
-	os.WriteFile(filepath.Join(newDir, "unreadable.json"), []byte(`{"name":"bash_list"}`), 0o000)
-	os.WriteFile(filepath.Join(newDir, ".hidden"), []byte(`{"name":"bash_list"}`), 0o600)
+	file := func(data []byte, mode os.FileMode) func(string) error {
+		return func(p string) error { return os.WriteFile(p, data, mode) }
+	}
+	for name, create := range map[string]func(string) error{
+		"garbage.json":    file([]byte("\x00\xffnot json"), 0o600),
+		"big.json":        file(bytes.Repeat([]byte("x"), maxRequestBytes+10), 0o600),
+		"empty.json":      file(nil, 0o600),
+		"adir.json":       func(p string) error { return os.Mkdir(p, 0o700) },
+		"link.json":       func(p string) error { return os.Symlink("/etc/passwd", p) },
+		"fifo.json":       func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"socket.json":     func(p string) error { return syscall.Mknod(p, syscall.S_IFSOCK|0o600, 0) }, // open fails: ENXIO
+		"unreadable.json": file([]byte(`{"name":"bash_list"}`), 0o000),
+		".hidden":         file([]byte(`{"name":"bash_list"}`), 0o600),
+	} {
+		dropEntry(t, dir, name, create)
+	}
 	var texts []string
 	for _, name := range []string{"garbage", "big", "empty", "adir", "link", "fifo", "socket"} {
 		texts = append(texts, name+": "+awaitResponse(t, dir, name+".json").text())
@@ -307,5 +333,147 @@ func TestSpoolIdle(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if used := cpu() - before; used > 1 {
 		t.Errorf("idle serve used %d clock ticks in 2s", used)
+	}
+}
+
+// TestSpoolAnsweredOnce: a response already in out/ is never replaced. A
+// serve killed after writing it but before releasing the claim leaves the
+// call in cur/: the restart removes the claim and does not answer it
+// "interrupted"; a new call under an answered name is not run.
+func TestSpoolAnsweredOnce(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	makeSpool(t, dir)
+	drop(t, dir, "fresh.json", `{"name":"bash","arguments":{"command":"echo fresh","description":"d"}}`)
+	call := `{"name":"bash","arguments":{"command":"echo ran >> runs","description":"d"}}`
+	real := `{"content":[{"type":"text","text":"the real answer"}]}` + "\n"
+	for name, where := range map[string]string{"claimed.json": "cur", ".ran.unanswered.json": "cur", "again.json": "new"} {
+		if err := os.WriteFile(filepath.Join(dir, where, name), []byte(call), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		resp := strings.TrimPrefix(name, ranPrefix)
+		if err := os.WriteFile(filepath.Join(dir, "out", resp), []byte(real), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.run("", "serve", "-spool", dir, "-once")
+	if r.code != 0 {
+		t.Fatalf("serve exit %d: %s", r.code, r.stderr)
+	}
+	if got := awaitResponse(t, dir, "fresh.json").text(); got != "fresh\n" {
+		t.Errorf("the call beside them: %q", got)
+	}
+	for _, name := range []string{"claimed.json", "unanswered.json", "again.json"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, "out", name)); string(b) != real {
+			t.Errorf("out/%s = %q, want the real answer kept", name, b)
+		}
+	}
+	for _, sub := range []string{"cur", "new"} {
+		if left, _ := os.ReadDir(filepath.Join(dir, sub)); len(left) != 0 {
+			t.Errorf("%s/ still holds %d entries", sub, len(left))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, "runs")); err == nil {
+		t.Error("a call under an answered name ran")
+	}
+	if !strings.Contains(r.stderr, "out/ already holds a response named again.json; the call was not run") {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+}
+
+// gatedCall is a call that records it started in runs and answers
+// "answer-NAME" once the file go exists in the workspace.
+func gatedCall(name string) string {
+	return `{"name":"bash","arguments":{"command":"echo ` + name + ` >> runs; while [ ! -e go ]; do sleep 0.02; done; echo answer-` + name + `","description":"d"}}`
+}
+
+// awaitRuns waits until the workspace's runs file reads want.
+func (e *testEnv) awaitRuns(want string) {
+	e.t.Helper()
+	waitFor(e.t, 20*time.Second, "runs to read "+strconv.Quote(want), func() bool {
+		b, _ := os.ReadFile(filepath.Join(e.workspace, "runs"))
+		return string(b) == want
+	})
+}
+
+// TestSpoolRetry: a response that cannot be written (out/ is gone for a
+// while) is kept and written once it can be, without holding up the only
+// worker, and is not answered "interrupted" meanwhile.
+func TestSpoolRetry(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	s := e.serve(dir, "-workers", "1")
+	drop(t, dir, "a.json", gatedCall("a"))
+	e.awaitRuns("a\n")
+	out, away := filepath.Join(dir, "out"), filepath.Join(dir, "out.away")
+	if err := os.Rename(out, away); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o600)
+	drop(t, dir, "b.json", `{"name":"bash","arguments":{"command":"echo b >> runs; echo answer-b","description":"d"}}`)
+	e.awaitRuns("a\nb\n") // the one worker took b while a's response waited
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "cur", "a.json")); err != nil {
+		t.Fatalf("a's claim was released before it was answered: %v", err)
+	}
+	if err := os.Rename(away, out); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if got := awaitResponse(t, dir, name+".json").text(); got != "answer-"+name+"\n" {
+			t.Errorf("%s = %q", name, got)
+		}
+	}
+	waitFor(t, 10*time.Second, "cur/ to empty", func() bool {
+		left, _ := os.ReadDir(filepath.Join(dir, "cur"))
+		return len(left) == 0
+	})
+	if err := s.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve exit: %v", err)
+	}
+	if !strings.Contains(s.stderr.String(), "a.json: the response is written") {
+		t.Errorf("stderr = %q", s.stderr)
+	}
+}
+
+// TestSpoolStopUnanswered: serve stopped while a response still cannot be
+// written exits after grace_ms; the restart answers that the call ran (it
+// did), not that serve stopped before answering, and does not run it again.
+func TestSpoolStopUnanswered(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 300\n")
+	dir := filepath.Join(e.dir, "spool")
+	s := e.serve(dir)
+	drop(t, dir, "a.json", `{"id":"a","name":"bash","arguments":{"command":"echo a >> runs; while [ ! -e go ]; do sleep 0.02; done; echo > finished","description":"d"}}`)
+	e.awaitRuns("a\n")
+	out, away := filepath.Join(dir, "out"), filepath.Join(dir, "out.away")
+	if err := os.Rename(out, away); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o600)
+	waitFor(t, 10*time.Second, "a to finish", func() bool {
+		_, err := os.Stat(filepath.Join(e.workspace, "finished"))
+		return err == nil
+	})
+	time.Sleep(300 * time.Millisecond) // for serve to try writing the response
+	if err := s.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve exit: %v\n%s", err, s.stderr)
+	}
+	if !strings.Contains(s.stderr.String(), "a.json: ") || !strings.Contains(s.stderr.String(), "stopping with the call unanswered") {
+		t.Errorf("stderr = %q", s.stderr)
+	}
+	if err := os.Rename(away, out); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run("", "serve", "-spool", dir, "-once"); r.code != 0 {
+		t.Fatalf("restart: exit %d: %s", r.code, r.stderr)
+	}
+	r := awaitResponse(t, dir, "a.json")
+	golden(t, "unanswered", r.text())
+	if string(r.ID) != `"a"` || !r.IsError {
+		t.Errorf("response = %+v", r)
+	}
+	e.awaitRuns("a\n")
+	if left, _ := os.ReadDir(filepath.Join(dir, "cur")); len(left) != 0 {
+		t.Errorf("cur/ still holds %d entries", len(left))
 	}
 }

@@ -61,29 +61,34 @@ func checkParentDir(dir string) error {
 	return nil
 }
 
-// checkPrivateDir refuses a directory that another user could read or
-// change, naming the path and the fix.
+// checkPrivateDir refuses a state dir that another user could read or
+// change, naming the path and the fix. One of ours that was opened up or
+// closed (a command can chmod what it owns) is restored first, with a
+// word on stderr, and everything beneath it too.
 func checkPrivateDir(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 {
+		repairTree(dir)
+	}
+	return checkOwnDir(dir, "state dir", "-state-dir or $BASHCALL_STATE_DIR")
+}
+
+// checkOwnDir refuses a directory (the label says which) that is not ours
+// or is open to group or others; choose says how to name another one.
+func checkOwnDir(dir, label, choose string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("state dir %q: %w", dir, err)
+		return fmt.Errorf("%s %q: %w", label, dir, err)
 	}
 	if !fi.IsDir() {
-		return &hintError{fmt.Errorf("state dir %q is not a directory", dir),
-			"choose another with -state-dir or $BASHCALL_STATE_DIR"}
+		return &hintError{fmt.Errorf("%s %q is not a directory", label, dir),
+			"choose another with " + choose}
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return &hintError{fmt.Errorf("state dir %q is owned by uid %d, not by this user (uid %d)", dir, st.Uid, os.Geteuid()),
-			"use a state dir of your own with -state-dir or $BASHCALL_STATE_DIR"}
+		return &hintError{fmt.Errorf("%s %q is owned by uid %d, not by this user (uid %d)", label, dir, st.Uid, os.Geteuid()),
+			fmt.Sprintf("use a %s of your own with %s", label, choose)}
 	}
-	// Ours, but opened up or closed (a command can chmod what it owns):
-	// restored, with a word on stderr, and everything beneath it too.
-	if fi.Mode().Perm() != 0o700 {
-		repairTree(dir)
-		fi, _ = os.Stat(dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		return &hintError{fmt.Errorf("state dir %q has mode %04o and it could not be restored to 0700", dir, fi.Mode().Perm()),
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return &hintError{fmt.Errorf("%s %q is group or other accessible (mode %04o)", label, dir, perm),
 			fmt.Sprintf("chmod 700 %q", dir)}
 	}
 	return nil
