@@ -301,8 +301,10 @@ func within(p, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// denialSignatures are the stderr texts of a file-permission failure.
-var denialSignatures = []string{"permission denied", "read-only file system", "operation not permitted"}
+// denialSignatures are the stderr texts of a file-permission failure. The
+// last is what renaming over a path bound read-only in the launcher's
+// mount namespace gives (git config writes config.lock, then renames it).
+var denialSignatures = []string{"permission denied", "read-only file system", "operation not permitted", "device or resource busy"}
 
 // classifyDenied reports a sandbox denial: a non-zero exit (not a signal)
 // under a confined mode whose stderr carries a file-permission signature.

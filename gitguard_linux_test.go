@@ -1,0 +1,266 @@
+package main
+
+// Planted code (PROTOCOL.md section 7): a confined command tries to make
+// git run its code later, outside the sandbox; the test then runs git
+// unconfined, as the person would, and checks that nothing planted ran.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitRun runs git unconfined in dir, as the person or the host would.
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "protocol.file.allow=always"}, args...)...)
+	c.Dir = dir
+	c.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Logf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return string(out)
+}
+
+// plantVectors are the ways a command could make git run code later,
+// each touching $PWNED/<name> when it runs; $G is the git dir.
+var plantVectors = []struct{ name, script string }{
+	{"hook", `printf '#!/bin/sh\ntouch %s/hook\n' "$PWNED" > "$G/hooks/pre-commit" && chmod +x "$G/hooks/pre-commit"`},
+	{"post-checkout", `printf '#!/bin/sh\ntouch %s/post-checkout\n' "$PWNED" > "$G/hooks/post-checkout" && chmod +x "$G/hooks/post-checkout"`},
+	{"fsmonitor", `git config core.fsmonitor "touch $PWNED/fsmonitor"`},
+	{"hookspath", `mkdir -p /tmp/bashcall-evil-hooks && printf '#!/bin/sh\ntouch %s/hookspath\n' "$PWNED" > /tmp/bashcall-evil-hooks/pre-commit && chmod +x /tmp/bashcall-evil-hooks/pre-commit && git config core.hooksPath /tmp/bashcall-evil-hooks`},
+	{"filter", `git config filter.evil.clean "touch $PWNED/filter; cat" && git config filter.evil.smudge "touch $PWNED/filter; cat" && echo '* filter=evil' > .gitattributes`},
+	{"textconv", `git config diff.evil.textconv "touch $PWNED/textconv; cat" && echo '* diff=evil' > .gitattributes`},
+	{"alias", `git config alias.st "!touch $PWNED/alias"`},
+	{"worktree-config", `git config extensions.worktreeConfig true; printf '[core]\n\tfsmonitor = touch %s/worktree-config\n' "$PWNED" >> "$G/config.worktree"`},
+	{"commondir", `rm -rf /tmp/bashcall-evil-common && cp -r "$G" /tmp/bashcall-evil-common && git --git-dir=/tmp/bashcall-evil-common config core.fsmonitor "touch $PWNED/commondir" && echo /tmp/bashcall-evil-common > "$G/commondir"`},
+	{"replaced-config", `cp "$G/config" "$G/c2" && printf '[core]\n\tfsmonitor = touch %s/replaced-config\n' "$PWNED" >> "$G/c2" && mv -f "$G/c2" "$G/config"`},
+	{"moved-config", `cp "$G/config" "$G/c2" && printf '[core]\n\tfsmonitor = touch %s/moved-config\n' "$PWNED" >> "$G/c2" && mv "$G/config" "$G/config.old" && mv "$G/c2" "$G/config"`},
+	{"replaced-hooks", `mv "$G/hooks" "$G/hooks.old" && mkdir "$G/hooks" && printf '#!/bin/sh\ntouch %s/replaced-hooks\n' "$PWNED" > "$G/hooks/pre-commit" && chmod +x "$G/hooks/pre-commit"`},
+	{"replaced-gitdir", `cp -r "$G" "$G.new" && printf '#!/bin/sh\ntouch %s/replaced-gitdir\n' "$PWNED" > "$G.new/hooks/pre-commit" && chmod +x "$G.new/hooks/pre-commit" && mv "$G" "$G.old" && mv "$G.new" "$G"`},
+	{"remote", `git remote add evil "$G" && git config remote.evil.uploadpack "touch $PWNED/remote; git-upload-pack"`},
+}
+
+// checkNothingRan runs git the way a person would after the call and
+// fails if anything planted ran.
+func checkNothingRan(t *testing.T, repo, pwned string) {
+	t.Helper()
+	os.WriteFile(filepath.Join(repo, "after.txt"), []byte("after\n"), 0o644)
+	gitRun(t, repo, "status")
+	gitRun(t, repo, "add", "-A")
+	gitRun(t, repo, "commit", "-qm", "after the call")
+	gitRun(t, repo, "diff", "HEAD~1")
+	gitRun(t, repo, "st")
+	gitRun(t, repo, "checkout", "-q", "-B", "later")
+	gitRun(t, repo, "fetch", "-q", "evil")
+	if planted, _ := os.ReadDir(pwned); len(planted) > 0 {
+		var names []string
+		for _, p := range planted {
+			names = append(names, p.Name())
+			os.Remove(filepath.Join(pwned, p.Name()))
+		}
+		t.Errorf("planted code ran outside the sandbox: %v", names)
+	}
+	if cfg := gitRun(t, repo, "config", "--list", "--local"); strings.Contains(cfg, "evil") || strings.Contains(cfg, "fsmonitor") || strings.Contains(cfg, "hookspath") {
+		t.Errorf("the repository's config still holds planted keys:\n%s", cfg)
+	}
+}
+
+// newRepo makes a repository with one commit in dir.
+func newRepo(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	os.MkdirAll(dir, 0o755)
+	gitRun(t, dir, "init", "-q")
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
+	gitRun(t, dir, "add", "-A")
+	gitRun(t, dir, "commit", "-qm", "first")
+}
+
+// TestPlantedCode: each way of planting code (a hook, a dangerous config
+// key, a commondir redirect, a replaced config, hooks dir or git dir),
+// from a confined call of each mechanism and from a background task,
+// runs nothing later when git runs unconfined.
+func TestPlantedCode(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		for _, bg := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/background=%v", m.name, bg), func(t *testing.T) {
+				e := newTestEnv(t, "")
+				e.extraEnv = m.env
+				pwned := filepath.Join(e.dir, "pwned")
+				os.Mkdir(pwned, 0o777)
+				newRepo(t, e.workspace)
+				defer os.RemoveAll("/tmp/bashcall-evil-hooks")
+				defer os.RemoveAll("/tmp/bashcall-evil-common")
+				for i, v := range plantVectors {
+					script := fmt.Sprintf("G=%q PWNED=%q\n%s", filepath.Join(e.workspace, ".git"), pwned, v.script)
+					text, facts := plantCall(t, e, script, bg, i+1)
+					t.Logf("%s: %s", v.name, text)
+					if facts != nil && facts.RestoreFailed != "" {
+						t.Errorf("%s: restore failed: %s", v.name, facts.RestoreFailed)
+					}
+					if strings.Contains(text, "reverted changes") && !strings.Contains(text, markerEscalate) {
+						t.Errorf("%s: the revert marker is not followed by the escalation marker:\n%s", v.name, text)
+					}
+					checkNothingRan(t, e.workspace, pwned)
+					os.Remove(filepath.Join(e.workspace, ".gitattributes"))
+				}
+			})
+		}
+	}
+}
+
+// plantCall runs script confined, in the foreground or as background
+// task bash-<n>, and returns its text and sandbox facts once settled.
+func plantCall(t *testing.T, e *testEnv, script string, bg bool, n int) (string, *sandboxFacts) {
+	t.Helper()
+	if !bg {
+		r := e.call(sessionCall(script, "S", e.workspace, ""))
+		var got foregroundResult
+		decodeStructured(t, r, &got)
+		return r.text(), got.Sandbox
+	}
+	id := fmt.Sprintf("bash-%d", n)
+	if start := e.call(sessionCall(script, "S", e.workspace, `"run_in_background":true`)); start.text() != "started background task "+id {
+		t.Fatalf("start: %q", start.text())
+	}
+	r := e.call(sessionReq("bash_output", `{"task_id":"`+id+`","wait":true}`, "S"))
+	var got taskOutputResult
+	decodeStructured(t, r, &got)
+	return r.text(), got.Sandbox
+}
+
+// TestPlantedCodeSubmodule: a submodule's hooks and config are protected
+// like the superproject's.
+func TestPlantedCodeSubmodule(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newTestEnv(t, "")
+			e.extraEnv = m.env
+			pwned := filepath.Join(e.dir, "pwned")
+			os.Mkdir(pwned, 0o777)
+			upstream := filepath.Join(e.dir, "upstream")
+			newRepo(t, upstream)
+			newRepo(t, e.workspace)
+			gitRun(t, e.workspace, "submodule", "add", "-q", upstream, "sub")
+			gitRun(t, e.workspace, "commit", "-qm", "add sub")
+			modDir := filepath.Join(e.workspace, ".git", "modules", "sub")
+			if _, err := os.Stat(filepath.Join(modDir, "config")); err != nil {
+				t.Fatalf("no submodule git dir: %v", err)
+			}
+			script := fmt.Sprintf(`printf '#!/bin/sh\ntouch %s/sub-hook\n' > %q/hooks/pre-commit; chmod +x %q/hooks/pre-commit
+cd sub && git config core.fsmonitor 'touch %s/sub-fsmonitor'; true`, pwned, modDir, modDir, pwned)
+			r := e.call(sessionCall(script, "S", e.workspace, ""))
+			t.Logf("call: %s", r.text())
+			sub := filepath.Join(e.workspace, "sub")
+			os.WriteFile(filepath.Join(sub, "b.txt"), []byte("b\n"), 0o644)
+			gitRun(t, sub, "add", "-A")
+			gitRun(t, sub, "commit", "-qm", "in the submodule")
+			gitRun(t, sub, "status")
+			if planted, _ := os.ReadDir(pwned); len(planted) > 0 {
+				t.Errorf("planted code ran in the submodule: %v", planted)
+			}
+		})
+	}
+}
+
+// TestGitWorkConfined: ordinary git work keeps working in a confined
+// call under both mechanisms: add, commit, branch, checkout, stash, merge.
+func TestGitWorkConfined(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newTestEnv(t, "")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			script := `set -e
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+echo b > b.txt && git add b.txt && git commit -qm second
+git checkout -q -b feature && echo c > c.txt && git add c.txt && git commit -qm third
+git checkout -q - && echo dirty >> a.txt && git stash -q && git stash pop -q && git checkout -q a.txt
+git merge -q --no-edit feature && git log --oneline | wc -l
+git tag v1 && echo done`
+			r := e.call(sessionCall(script, "S", e.workspace, ""))
+			if text := r.text(); !strings.HasSuffix(text, "3\ndone\n") {
+				t.Errorf("git work failed:\n%s", text)
+			}
+			// And a config change is refused or reverted, never kept.
+			r = e.call(sessionCall("git config user.name planted; git remote add origin /elsewhere", "S", e.workspace, ""))
+			text := r.text()
+			denied := strings.Contains(text, "[sandbox: file access denied under workspace-write mode]")
+			reverted := strings.Contains(text, "[sandbox: reverted changes to protected files: "+filepath.Join(e.workspace, ".git", "config")+"]")
+			if !denied && !reverted || !strings.Contains(text, markerEscalate) {
+				t.Errorf("git config: neither denied nor reverted, or no escalation offered:\n%s", text)
+			}
+			if cfg := gitRun(t, e.workspace, "config", "--list", "--local"); strings.Contains(cfg, "planted") || strings.Contains(cfg, "elsewhere") {
+				t.Errorf("a config change was kept:\n%s\ncall: %s", cfg, r.text())
+			}
+		})
+	}
+}
+
+// TestGitGuardRestore: the snapshot restore in process: contents, modes,
+// added and removed entries, a symlink swapped in for a directory, and a
+// path that did not exist.
+func TestGitGuardRestore(t *testing.T) {
+	ws := t.TempDir()
+	g := filepath.Join(ws, ".git")
+	os.MkdirAll(filepath.Join(g, "hooks"), 0o755)
+	os.WriteFile(filepath.Join(g, "config"), []byte("[core]\n"), 0o644)
+	os.WriteFile(filepath.Join(g, "hooks", "pre-commit.sample"), []byte("#!/bin/sh\n"), 0o755)
+	guard, err := planGitGuard([]string{ws}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reverted, err := guard.restore(); len(reverted) != 0 || err != nil {
+		t.Fatalf("an untouched repository: reverted %v, %v", reverted, err)
+	}
+	os.WriteFile(filepath.Join(g, "config"), []byte("[core]\n\tfsmonitor = evil\n"), 0o644)
+	os.Chmod(filepath.Join(g, "hooks", "pre-commit.sample"), 0o777)
+	os.WriteFile(filepath.Join(g, "hooks", "pre-commit"), []byte("evil"), 0o755)
+	os.WriteFile(filepath.Join(g, "commondir"), []byte("/tmp\n"), 0o644)
+	reverted, err := guard.restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(g, "commondir"), filepath.Join(g, "config"), filepath.Join(g, "hooks"), filepath.Join(g, "hooks", "pre-commit.sample")}
+	if strings.Join(reverted, ",") != strings.Join(want, ",") {
+		t.Errorf("reverted = %v, want %v", reverted, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(g, "config")); string(b) != "[core]\n" {
+		t.Errorf("config = %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(g, "hooks", "pre-commit")); err == nil {
+		t.Error("the planted hook is still there")
+	}
+	if fi, _ := os.Stat(filepath.Join(g, "hooks", "pre-commit.sample")); fi.Mode().Perm() != 0o755 {
+		t.Errorf("sample mode = %v", fi.Mode())
+	}
+	// The hooks dir replaced by a symlink to a directory outside: the
+	// restore must not write through it.
+	outside := t.TempDir()
+	os.RemoveAll(filepath.Join(g, "hooks"))
+	os.Symlink(outside, filepath.Join(g, "hooks"))
+	if _, err := guard.restore(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("the restore wrote through a symlink: %v", entries)
+	}
+	if fi, err := os.Lstat(filepath.Join(g, "hooks")); err != nil || !fi.IsDir() {
+		t.Errorf("hooks = %v, %v; want a directory again", fi, err)
+	}
+	b, _ := json.Marshal(guard)
+	if len(b) > 4096 {
+		t.Errorf("a snapshot of a small repository is %d bytes", len(b))
+	}
+}
