@@ -66,16 +66,22 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "bashcall %s (%s %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	abi, err := landlockABI()
-	if err != nil || abi < 1 {
-		fmt.Fprintf(stdout, "landlock: unavailable (%v)\nconfined calls: refused (fail closed); only danger-full-access runs\n", err)
+	for _, line := range sandboxSupport().report() {
+		fmt.Fprintln(stdout, line)
+	}
+	// The control paths of this configuration, without creating anything.
+	inv, err := loadSettings(&c, false)
+	var dir string
+	if err == nil {
+		dir, err = stateDirPath(c.stateDir, &inv.cfg, inv.getenv)
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "control paths: unknown (%v)\n", err)
 		return nil
 	}
-	scope := "signals and abstract unix sockets not scoped (needs ABI 6)"
-	if scoped(abi) {
-		scope = "signals and abstract unix sockets scoped"
-	}
-	fmt.Fprintf(stdout, "landlock: ABI %d\nconfined calls: enforcement %s; %s\n", abi, enforcement(abi), scope)
+	inv.stateDir = canonicalPrefix(dir)
+	inv.protectPaths()
+	fmt.Fprintf(stdout, "control paths (never writable, replaceable or inside a writable path of a confined call): %s\n", strings.Join(inv.controlPaths(), ", "))
 	return nil
 }
 

@@ -321,3 +321,27 @@ func decodeStructured(t *testing.T, r wireResponse, v any) {
 }
 
 var _ = exec.Command
+
+// TestVersionReport: version says whether capabilities are dropped, which
+// protection mechanism is in force and which control paths it protects.
+func TestVersionReport(t *testing.T) {
+	requireABI(t, 1)
+	e := newTestEnv(t, "")
+	v := e.run("", "version").stdout
+	for _, want := range []string{
+		"\nsetuid/setgid bits: refused (seccomp)\n",
+		"\nprotection: private mount namespace;",
+		"\ncontrol paths (never writable, replaceable or inside a writable path of a confined call): " + e.stateDir + ", " + e.config + ", ",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("version lacks %q:\n%s", want, v)
+		}
+	}
+	if os.Geteuid() == 0 && !strings.Contains(v, "\ncapabilities: all dropped (effective, permitted, inheritable, ambient, bounding); no_new_privs\n") {
+		t.Errorf("version as root:\n%s", v)
+	}
+	e.extraEnv = []string{"BASHCALL_PROTECT=snapshot"}
+	if v := e.run("", "version").stdout; !strings.Contains(v, "\nprotection: snapshot;") {
+		t.Errorf("version with the snapshot mechanism:\n%s", v)
+	}
+}

@@ -161,8 +161,14 @@ func loadSettings(c *commonFlags, wantState bool) (*invocation, error) {
 	if inv.stateDir, err = openStateDir(dir); err != nil {
 		return nil, err
 	}
-	// What a sandboxed command must never be able to write. serve names
-	// its spool dir to the bashcall processes it runs calls in.
+	inv.protectPaths()
+	return inv, nil
+}
+
+// protectPaths records what a sandboxed command must never be able to
+// write: the state dir and the config file; serve names its spool dir to
+// the bashcall processes it runs calls in.
+func (inv *invocation) protectPaths() {
 	inv.protected = []string{inv.stateDir}
 	if inv.cfg.path != "" {
 		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
@@ -170,5 +176,4 @@ func loadSettings(c *commonFlags, wantState bool) (*invocation, error) {
 	if spool := inv.getenv("BASHCALL_SPOOL_DIR"); spool != "" {
 		inv.protected = append(inv.protected, canonicalOr(spool))
 	}
-	return inv, nil
 }

@@ -320,3 +320,44 @@ func classifyDenied(mode string, exitCode *int, stderrTail string) bool {
 	}
 	return false
 }
+
+// support is what this host can give a confined call, for version and
+// doctor.
+type support struct {
+	ABI      int
+	ABIErr   error
+	NS       nsKind
+	Seccomp  bool // setuid and setgid bits are refused
+	Bounding bool // the bounding set is emptied too
+}
+
+// report describes the support in lines of "name: what holds".
+func (s support) report() []string {
+	if s.ABIErr != nil || s.ABI < 1 {
+		return []string{
+			fmt.Sprintf("landlock: unavailable (%v)", s.ABIErr),
+			"confined calls: refused (fail closed); only danger-full-access runs",
+		}
+	}
+	scope := "signals and abstract unix sockets not scoped (needs ABI 6)"
+	if scoped(s.ABI) {
+		scope = "signals and abstract unix sockets scoped"
+	}
+	privs := "capabilities: all dropped (effective, permitted, inheritable, ambient, bounding); no_new_privs"
+	if !s.Bounding {
+		privs = "capabilities: effective, permitted, inheritable and ambient dropped; bounding set kept (no CAP_SETPCAP), no_new_privs keeps exec from granting any"
+	}
+	setid := "setuid/setgid bits: refused (seccomp)"
+	if !s.Seccomp {
+		setid = "setuid/setgid bits: not refused on this architecture"
+	}
+	protect := "protection: private mount namespace; every mount outside the writable set read-only (no chmod, chown or utime there); git hooks and config bound read-only"
+	if s.NS == nsNone {
+		protect = "protection: snapshot; git hooks and config restored after each call; mode changes to bashcall's own files repaired; chmod of the user's other files not prevented"
+	}
+	return []string{
+		fmt.Sprintf("landlock: ABI %d", s.ABI),
+		fmt.Sprintf("confined calls: enforcement %s; %s", enforcement(s.ABI), scope),
+		privs, setid, protect,
+	}
+}

@@ -359,3 +359,13 @@ func prepareFork(ns nsKind) (undo func()) {
 	unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0)
 	return func() { unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
 }
+
+// sandboxSupport is what this host can give a confined call.
+func sandboxSupport() support {
+	s := support{NS: mountNamespace(), Seccomp: seccompEnforced()}
+	s.ABI, s.ABIErr = landlockABI()
+	// The bounding set can be emptied with CAP_SETPCAP, which the
+	// launcher has as root or in its user namespace.
+	s.Bounding = s.NS != nsNone || hasCapability(unix.CAP_SETPCAP)
+	return s
+}

@@ -45,3 +45,9 @@ func hardenProcess() error {
 
 // prepareFork has nothing to ready.
 func prepareFork(nsKind) (undo func()) { return func() {} }
+
+// sandboxSupport reports no sandbox at all.
+func sandboxSupport() support {
+	abi, err := landlockABI()
+	return support{ABI: abi, ABIErr: err}
+}
