@@ -307,7 +307,9 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 		}
 	}
 	abi, abiErr := landlockABI()
-	if p.sandbox, err = planSandbox(mode, p.workspace, inv.cfg.Sandbox.WritableRoots, extra, inv.controlPaths(), abi, abiErr); err != nil {
+	in := sandboxInput{mode: mode, workspace: p.workspace, roots: inv.cfg.Sandbox.WritableRoots, extra: extra,
+		control: inv.controlPaths(), reads: inv.readGrant(), netOff: inv.cfg.Sandbox.Network == "off", netFiltered: sandboxSupport().NetFilter}
+	if p.sandbox, err = planSandboxWith(in, abi, abiErr); err != nil {
 		return err
 	}
 	if err := p.sandbox.protect(mountNamespace()); err != nil {
@@ -358,7 +360,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 		r.ExitCode = &out.ExitCode
 	}
 	facts := p.sandbox.Facts
-	facts.Denied = classifyDenied(facts.Mode, r.ExitCode, r.Stderr.Text)
+	facts.classify(r.ExitCode, r.Stderr.Text)
 	facts.restored(reverted, restoreErr)
 	r.Sandbox = &facts
 	resp.StructuredContent = r

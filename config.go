@@ -52,6 +52,8 @@ type backgroundConfig struct {
 type sandboxConfig struct {
 	Mode          string   `toml:"mode"`
 	WritableRoots []string `toml:"writable_roots"`
+	Network       string   `toml:"network"`
+	DenyRead      []string `toml:"deny_read"`
 }
 
 type approvalConfig struct {
@@ -87,7 +89,7 @@ func defaultConfig() config {
 			MaxWaitTimeoutMs:   600000,
 			Retention:          "24h",
 		},
-		Sandbox:  sandboxConfig{Mode: modeWorkspaceWrite},
+		Sandbox:  sandboxConfig{Mode: modeWorkspaceWrite, Network: "on", DenyRead: append([]string(nil), defaultDenyRead...)},
 		Approval: approvalConfig{Policy: "ask"},
 		Spool:    spoolConfig{Workers: 4},
 	}
@@ -194,6 +196,14 @@ func (c *config) validate() error {
 	}
 	if !validMode(c.Sandbox.Mode) {
 		return fmt.Errorf("sandbox.mode must be one of %q, got %q", modes, c.Sandbox.Mode)
+	}
+	if c.Sandbox.Network != "on" && c.Sandbox.Network != "off" {
+		return fmt.Errorf(`sandbox.network must be "on" or "off", got %q`, c.Sandbox.Network)
+	}
+	for _, r := range c.Sandbox.DenyRead {
+		if !filepath.IsAbs(r) && r != "~" && !strings.HasPrefix(r, "~/") {
+			return fmt.Errorf("sandbox.deny_read: %q is neither an absolute path nor under ~/", r)
+		}
 	}
 	for _, r := range c.Sandbox.WritableRoots {
 		if !filepath.IsAbs(r) {

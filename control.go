@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"syscall"
 )
@@ -39,6 +40,25 @@ func (inv *invocation) controlPaths() []string {
 		out = append(out, canonicalPrefix(inv.cfg.Approval.Command[0]))
 	}
 	return out
+}
+
+// readGrant is what confined commands may not read: [sandbox] deny_read
+// and the state dir, except the spill directory's files by exact path.
+func (inv *invocation) readGrant() readGrant {
+	g := readGrant{Denied: deniedPaths(inv.cfg.Sandbox.DenyRead, inv.home(), inv.stateDir)}
+	g.FilesOnly = []string{filepath.Join(inv.stateDir, "spill")}
+	return g
+}
+
+// home is $HOME, else the home of the user bashcall runs as.
+func (inv *invocation) home() string {
+	if h := inv.getenv("HOME"); h != "" {
+		return h
+	}
+	if u, err := user.Current(); err == nil {
+		return u.HomeDir
+	}
+	return ""
 }
 
 // canonicalPrefix resolves the symlinks of the longest existing ancestor

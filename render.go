@@ -33,6 +33,9 @@ func markerExit(code int) string         { return "[exit code: " + strconv.Itoa(
 func markerDropped(paths string) string {
 	return "[some output was dropped from memory; full output: " + paths + "]"
 }
+func markerNetworkDenied(mode string) string {
+	return "[sandbox: network access denied under " + mode + " mode]"
+}
 func markerReverted(paths []string) string {
 	return "[sandbox: reverted changes to protected files: " + strings.Join(paths, ", ") + "]"
 }
@@ -58,6 +61,10 @@ type sandboxFacts struct {
 	Enforcement  string `json:"enforcement,omitempty"`
 	Scoped       bool   `json:"scoped,omitempty"`
 	RunnerFailed bool   `json:"runnerFailed,omitempty"`
+	// Network is "on" or "off" in confined modes (PROTOCOL.md section 7);
+	// NetworkDenied says the command failed for want of it.
+	Network       string `json:"network,omitempty"`
+	NetworkDenied bool   `json:"networkDenied,omitempty"`
 	// Reverted lists protected files the command changed and bashcall
 	// put back; RestoreFailed says why one could not be.
 	Reverted      []string `json:"reverted,omitempty"`
@@ -72,7 +79,10 @@ func sandboxMarkers(sb *sandboxFacts, escalation bool) []string {
 		return nil
 	}
 	var lines []string
-	if sb.Denied {
+	switch {
+	case sb.NetworkDenied:
+		lines = append(lines, markerNetworkDenied(sb.Mode))
+	case sb.Denied:
 		lines = append(lines, markerDenied(sb.Mode))
 	}
 	if len(sb.Reverted) > 0 {

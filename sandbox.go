@@ -143,17 +143,29 @@ type landlockRule struct {
 
 // rulesetPlan is what the launcher asks the kernel for.
 type rulesetPlan struct {
-	Handled accessFS
-	Scoped  uint64
-	Rules   []landlockRule
+	Handled    accessFS
+	HandledNet uint64 // TCP bind and connect, handled with no rule: denied
+	Scoped     uint64
+	Rules      []landlockRule
 }
 
+// Landlock network rights (LANDLOCK_ACCESS_NET_*), from ABI 4.
+const (
+	accessNetBindTCP uint64 = 1 << iota
+	accessNetConnectTCP
+)
+
 // planRuleset is the ruleset for a confined run at a given ABI: read and
-// execute beneath "/", every governed right beneath each writable path.
-func planRuleset(writable []string, abi int) rulesetPlan {
+// execute everywhere but what reads withholds, every governed right but
+// device creation beneath each writable path, and with netOff every TCP
+// bind and connect denied.
+func planRuleset(writable []string, reads readGrant, netOff bool, abi int, list listDir) rulesetPlan {
 	sup := abiSupport(abi)
 	p := rulesetPlan{Handled: sup.fs, Scoped: sup.scoped}
-	p.Rules = append(p.Rules, landlockRule{Path: "/", Access: accessRead & sup.fs})
+	if netOff {
+		p.HandledNet = accessNetBindTCP | accessNetConnectTCP
+	}
+	p.Rules = planReadRules(reads, accessRead&sup.fs, list)
 	// Device nodes are never created, not even where writing is granted.
 	for _, w := range writable {
 		p.Rules = append(p.Rules, landlockRule{Path: w, Access: sup.fs &^ (accessMakeChar | accessMakeBlock)})
@@ -184,7 +196,9 @@ type sandboxPlan struct {
 	Mode     string
 	Writable []string // canonical paths, for the launcher
 	Dirs     []string // the writable directories among them
-	Scope    bool     // scope signals and abstract sockets
+	Reads    readGrant
+	NetOff   bool
+	Scope    bool // scope signals and abstract sockets
 	NS       nsKind
 	Guard    *gitGuard
 	Facts    sandboxFacts
@@ -207,6 +221,15 @@ func (p *sandboxPlan) launcherArgs(argv []string) []string {
 	}
 	for _, w := range p.Writable {
 		args = append(args, "-w", w)
+	}
+	for _, d := range p.Reads.Denied {
+		args = append(args, "-deny", d)
+	}
+	for _, f := range p.Reads.FilesOnly {
+		args = append(args, "-rf", f)
+	}
+	if p.NetOff {
+		args = append(args, "-net", "off")
 	}
 	return append(append(args, "--"), argv...)
 }
@@ -245,6 +268,21 @@ func sandboxUnavailable(mode, runnerFailure string) error {
 // control are paths the command must never be able to write or replace
 // (PROTOCOL.md section 7), whether they exist or not.
 func planSandbox(mode, workspace string, roots, extra, control []string, abi int, probeErr error) (*sandboxPlan, error) {
+	return planSandboxWith(sandboxInput{mode: mode, workspace: workspace, roots: roots, extra: extra, control: control}, abi, probeErr)
+}
+
+// sandboxInput is what planSandboxWith confines a call by.
+type sandboxInput struct {
+	mode, workspace     string
+	roots, extra        []string
+	control             []string
+	reads               readGrant
+	netOff, netFiltered bool // netFiltered: the seccomp socket filter exists here
+}
+
+// planSandboxWith is planSandbox with read confinement and the network.
+func planSandboxWith(in sandboxInput, abi int, probeErr error) (*sandboxPlan, error) {
+	mode, workspace, roots, extra, control := in.mode, in.workspace, in.roots, in.extra, in.control
 	p := &sandboxPlan{Mode: mode, Facts: sandboxFacts{Mode: mode}}
 	if mode == modeFullAccess {
 		return p, nil
@@ -274,9 +312,24 @@ func planSandbox(mode, workspace string, roots, extra, control []string, abi int
 			}
 		}
 	}
+	for _, w := range p.Dirs {
+		for _, d := range in.reads.Denied {
+			if within(d, w) {
+				return nil, toolErrorf("refusing to run under %s: the writable path %q contains %q, which must stay unreadable ([sandbox] deny_read or bashcall's state dir), and a writable directory cannot withhold a subtree", mode, w, d)
+			}
+		}
+	}
+	if in.netOff && (abi < 4 || !in.netFiltered) {
+		return nil, sandboxUnavailable(mode, `[sandbox] network = "off" needs Landlock ABI 4 and a seccomp filter for this architecture`)
+	}
+	p.Reads, p.NetOff = in.reads, in.netOff
 	p.Scope = scoped(abi)
 	p.Facts.Enforcement = enforcement(abi)
 	p.Facts.Scoped = p.Scope
+	p.Facts.Network = "on"
+	if in.netOff {
+		p.Facts.Network = "off"
+	}
 	return p, nil
 }
 
@@ -327,8 +380,9 @@ type support struct {
 	ABI      int
 	ABIErr   error
 	NS       nsKind
-	Seccomp  bool // setuid and setgid bits are refused
-	Bounding bool // the bounding set is emptied too
+	Seccomp   bool // setuid and setgid bits are refused
+	NetFilter bool // sockets other than unix ones can be refused
+	Bounding  bool // the bounding set is emptied too
 }
 
 // report describes the support in lines of "name: what holds".
@@ -359,5 +413,28 @@ func (s support) report() []string {
 		fmt.Sprintf("landlock: ABI %d", s.ABI),
 		fmt.Sprintf("confined calls: enforcement %s; %s", enforcement(s.ABI), scope),
 		privs, setid, protect,
+	}
+}
+
+// networkSignatures are the stderr texts of a failure for want of the
+// network: a refused socket or connection, a name that cannot resolve.
+var networkSignatures = []string{"socket", "connect", "/dev/tcp/", "/dev/udp/", "network is unreachable",
+	"resolve", "name resolution", "name or service not known", "getaddrinfo", "address family not supported"}
+
+// classify sets the denial facts of a finished confined run: with the
+// network off, a failure whose stderr speaks of sockets, connections or
+// name resolution is a network denial; else one with a file-permission
+// signature is a file denial.
+func (f *sandboxFacts) classify(exitCode *int, stderrTail string) {
+	f.Denied = classifyDenied(f.Mode, exitCode, stderrTail)
+	if f.Network != "off" || exitCode == nil || *exitCode == 0 {
+		return
+	}
+	lower := strings.ToLower(stderrTail)
+	for _, s := range networkSignatures {
+		if strings.Contains(lower, s) {
+			f.Denied, f.NetworkDenied = false, true
+			return
+		}
 	}
 }

@@ -93,6 +93,8 @@ type launchSpec struct {
 	writable  []string // canonical paths the command may write
 	protected []string // canonical paths bound read-only in the namespace
 	pins      []string // canonical directories bound onto themselves
+	reads     readGrant
+	netOff    bool
 	mountNS   bool     // the launcher runs in a private mount namespace
 	argv      []string
 }
@@ -140,6 +142,15 @@ func parseLauncherArgs(args []string) (*launchSpec, error) {
 		case args[i] == "-pin" && i+1 < len(args):
 			s.pins = append(s.pins, args[i+1])
 			i++
+		case args[i] == "-deny" && i+1 < len(args):
+			s.reads.Denied = append(s.reads.Denied, args[i+1])
+			i++
+		case args[i] == "-rf" && i+1 < len(args):
+			s.reads.FilesOnly = append(s.reads.FilesOnly, args[i+1])
+			i++
+		case args[i] == "-net" && i+1 < len(args) && args[i+1] == "off":
+			s.netOff = true
+			i++
 		default:
 			return nil, fmt.Errorf("launcher usage: unexpected %q", args[i])
 		}
@@ -166,10 +177,10 @@ func confineSelf(s *launchSpec) error {
 	if err := dropCapabilities(); err != nil {
 		return err
 	}
-	if err := restrictSelf(s.writable); err != nil {
+	if err := restrictSelf(s); err != nil {
 		return err
 	}
-	return installSeccomp()
+	return installSeccomp(s.netOff)
 }
 
 // Secure bits (include/uapi/linux/securebits.h): root gains no
@@ -227,15 +238,15 @@ func hasCapability(c int) bool {
 	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
-// restrictSelf sets no_new_privs and enforces the ruleset of writable on
-// the calling thread.
-func restrictSelf(writable []string) error {
+// restrictSelf sets no_new_privs and enforces the launch's ruleset on the
+// calling thread.
+func restrictSelf(s *launchSpec) error {
 	abi, err := landlockABI()
 	if err != nil {
 		return err
 	}
-	plan := planRuleset(writable, abi)
-	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), scoped: plan.Scoped}
+	plan := planRuleset(s.writable, s.reads, s.netOff, abi, osListDir)
+	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), handledAccessNet: plan.HandledNet, scoped: plan.Scoped}
 	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
 	if err != nil {
 		return fmt.Errorf("landlock_create_ruleset: %w", err)
@@ -362,7 +373,7 @@ func prepareFork(ns nsKind) (undo func()) {
 
 // sandboxSupport is what this host can give a confined call.
 func sandboxSupport() support {
-	s := support{NS: mountNamespace(), Seccomp: seccompEnforced()}
+	s := support{NS: mountNamespace(), Seccomp: seccompEnforced(), NetFilter: seccompEnforced()}
 	s.ABI, s.ABIErr = landlockABI()
 	// The bounding set can be emptied with CAP_SETPCAP, which the
 	// launcher has as root or in its user namespace.

@@ -43,7 +43,7 @@ func TestPlanRuleset(t *testing.T) {
 		{9, writeABI1 | accessRefer | accessTruncate | accessIoctlDev, scopeSignal | scopeAbstractUnixSocket, "full", true},
 	}
 	for _, tt := range tests {
-		got := planRuleset([]string{"/dev/null", "/ws"}, tt.abi)
+		got := planRuleset([]string{"/dev/null", "/ws"}, readGrant{}, false, tt.abi, nil)
 		want := rulesetPlan{Handled: tt.handled, Scoped: tt.scoped, Rules: []landlockRule{
 			{Path: "/", Access: accessExecute | accessReadFile | accessReadDir},
 			// Device nodes are never created (PROTOCOL.md section 7).
@@ -111,7 +111,7 @@ func TestPlanSandbox(t *testing.T) {
 	if err != nil || cmp.Diff([]string{"/dev/null", "/dev/tty", "/ws", "/tmp", "/extra"}, p.Writable) != "" {
 		t.Errorf("workspace-write writable = %v, %v", p.Writable, err)
 	}
-	if d := cmp.Diff(sandboxFacts{Mode: modeWorkspaceWrite, Enforcement: "full"}, p.Facts); d != "" {
+	if d := cmp.Diff(sandboxFacts{Mode: modeWorkspaceWrite, Enforcement: "full", Network: "on"}, p.Facts); d != "" {
 		t.Errorf("facts at ABI 5 = %+v", p.Facts)
 	}
 	for _, protected := range []string{"/ws/.state", "/ws", "/"} {

@@ -13,6 +13,7 @@ package main
 // answer ENOSYS: their numbers mean other calls.
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -25,6 +26,18 @@ type seccompCheck struct {
 	flagArg int // the open flags argument, -1: the call always creates
 	modeArg int // the mode argument; -1: refuse the call (errno)
 	errno   unix.Errno
+	// unixOnly allows the call only when its first argument (a socket's
+	// family) is AF_UNIX: the network filter.
+	unixOnly bool
+}
+
+// socketChecks refuse, with EACCES, every socket but a unix one, so that
+// network = "off" covers UDP, raw, netlink and every other family.
+func socketChecks() []seccompCheck {
+	return []seccompCheck{
+		{nr: unix.SYS_SOCKET, unixOnly: true, errno: unix.EACCES},
+		{nr: unix.SYS_SOCKETPAIR, unixOnly: true, errno: unix.EACCES},
+	}
 }
 
 // setIDBits are the mode bits no confined command may set.
@@ -78,6 +91,14 @@ func buildSeccomp(arch uint32, maxNr uint32, checks []seccompCheck) []unix.SockF
 // checkBody is the code run for one matched system call; it always ends
 // in a return, so that the next check starts unmatched.
 func checkBody(c seccompCheck) []unix.SockFilter {
+	if c.unixOnly {
+		return []unix.SockFilter{
+			bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArgs),
+			bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, unix.AF_UNIX, 0, 1),
+			retAllow,
+			retErrno(c.errno),
+		}
+	}
 	if c.modeArg < 0 {
 		return []unix.SockFilter{retErrno(c.errno)}
 	}
@@ -96,12 +117,18 @@ func checkBody(c seccompCheck) []unix.SockFilter {
 		retAllow)
 }
 
-// installSeccomp loads the filter on the calling thread. no_new_privs
-// must be set already.
-func installSeccomp() error {
+// installSeccomp loads the filter on the calling thread, with the network
+// filter when netOff. no_new_privs must be set already.
+func installSeccomp(netOff bool) error {
 	arch, maxNr, checks := seccompArch()
 	if checks == nil {
-		return nil // no table for this architecture: see seccompArch
+		if netOff {
+			return errors.New(`no seccomp filter for this architecture: network = "off" cannot be enforced`)
+		}
+		return nil // see seccompArch
+	}
+	if netOff {
+		checks = append(checks, socketChecks()...)
 	}
 	prog := buildSeccomp(arch, maxNr, checks)
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}

@@ -190,7 +190,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 		if out.Signal != 0 {
 			code = nil
 		}
-		final.Sandbox.Denied = classifyDenied(final.Sandbox.Mode, code, string(outs[1].tailBytes()))
+		final.Sandbox.classify(code, string(outs[1].tailBytes()))
 	}
 	return final, nil
 }

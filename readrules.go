@@ -1,0 +1,119 @@
+package main
+
+// Read confinement (PROTOCOL.md section 7, "Reads"). Landlock only grants:
+// it cannot withhold a subtree of a directory it grants. So to keep a
+// confined command out of a few paths (the state dir, [sandbox] deny_read)
+// while everything else stays readable, the grant is built around them:
+// every ancestor of a withheld path is "split", and instead of a rule on
+// it, each of its entries that is neither split nor withheld gets a read
+// rule of its own. A split directory itself cannot be listed (a rule
+// granting READ_DIR on it would cover the whole subtree), and an entry
+// created in it after the launcher listed it is not readable by that
+// call. Paths the model was given (spill files, full-output files) lie in
+// a directory granted READ_FILE alone: readable by exact path, unlistable.
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// readGrant is what a confined call may read.
+type readGrant struct {
+	Denied    []string // canonical paths withheld (they exist)
+	FilesOnly []string // directories whose files are readable by exact path
+}
+
+// confined reports whether reads are confined at all.
+func (g readGrant) confined() bool { return len(g.Denied) > 0 }
+
+// listDir lists a directory's entries; planReadRules takes it as a
+// parameter so that it stays a pure function in tests.
+type listDir func(dir string) ([]fs.DirEntry, error)
+
+// planReadRules is the read rules around g.Denied, at the rights a mode
+// reads with. Without anything denied it is one rule on "/".
+func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
+	if !g.confined() {
+		return []landlockRule{{Path: "/", Access: read}}
+	}
+	denied := map[string]bool{}
+	split := map[string]bool{}
+	for _, d := range g.Denied {
+		denied[d] = true
+		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
+			split[p] = true
+			if p == "/" {
+				break
+			}
+		}
+	}
+	var splits []string
+	for s := range split {
+		if !denied[s] {
+			splits = append(splits, s)
+		}
+	}
+	sort.Strings(splits)
+	var rules []landlockRule
+	for _, s := range splits {
+		entries, err := list(s)
+		if err != nil {
+			continue // unreadable to bashcall: nothing to grant beneath
+		}
+		for _, e := range entries {
+			p := filepath.Join(s, e.Name())
+			if split[p] || denied[p] || e.Type()&fs.ModeSymlink != 0 {
+				continue // a symlink is followed to a path granted on its own
+			}
+			rules = append(rules, landlockRule{Path: p, Access: read})
+		}
+	}
+	for _, f := range g.FilesOnly {
+		rules = append(rules, landlockRule{Path: f, Access: accessReadFile})
+	}
+	return rules
+}
+
+// defaultDenyRead is [sandbox] deny_read's default (PROTOCOL.md section 1).
+var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker",
+	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.npmrc", "~/.pypirc"}
+
+// deniedPaths expands deny_read (~ is home) and adds the state dir; a
+// path that does not exist is skipped, and each is canonical.
+func deniedPaths(denyRead []string, home, stateDir string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		c, err := filepath.EvalSymlinks(p)
+		if err != nil || seen[c] || c == "/" {
+			return
+		}
+		seen[c] = true
+		out = append(out, c)
+	}
+	for _, p := range denyRead {
+		switch {
+		case p == "~":
+			p = home
+		case strings.HasPrefix(p, "~/"):
+			if home == "" {
+				continue
+			}
+			p = filepath.Join(home, p[2:])
+		}
+		if filepath.IsAbs(p) {
+			add(p)
+		}
+	}
+	if stateDir != "" {
+		add(stateDir)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// osListDir is listDir on the real filesystem.
+func osListDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
