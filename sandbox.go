@@ -377,9 +377,9 @@ func classifyDenied(mode string, exitCode *int, stderrTail string) bool {
 // support is what this host can give a confined call, for version and
 // doctor.
 type support struct {
-	ABI      int
-	ABIErr   error
-	NS       nsKind
+	ABI       int
+	ABIErr    error
+	NS        nsKind
 	Seccomp   bool // setuid and setgid bits are refused
 	NetFilter bool // sockets other than unix ones can be refused
 	Bounding  bool // the bounding set is emptied too

@@ -95,7 +95,7 @@ type launchSpec struct {
 	pins      []string // canonical directories bound onto themselves
 	reads     readGrant
 	netOff    bool
-	mountNS   bool     // the launcher runs in a private mount namespace
+	mountNS   bool // the launcher runs in a private mount namespace
 	argv      []string
 }
 
