@@ -292,3 +292,56 @@ func BenchmarkSpool(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkReadConfinement: the launcher confining bash -c true with the
+// read grant built around the default deny_read list and a state dir, in
+// a home of 200 entries, against the same launch with reads open, and
+// against no launcher at all. The difference is what read confinement
+// costs a call.
+func BenchmarkReadConfinement(b *testing.B) {
+	if _, err := landlockABI(); err != nil {
+		b.Skip(err)
+	}
+	home, err := os.MkdirTemp(testBase, "home-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+	for i := 0; i < 200; i++ {
+		os.WriteFile(filepath.Join(home, fmt.Sprintf("entry-%03d", i)), nil, 0o644)
+	}
+	for _, d := range []string{".ssh", ".aws", ".config/gh", ".config/gcloud", ".local/state/bashcall/spill"} {
+		os.MkdirAll(filepath.Join(home, d), 0o700)
+	}
+	denied := deniedPaths(defaultDenyRead, home, filepath.Join(home, ".local/state/bashcall"))
+	bash, _ := exec.LookPath("bash")
+	base := []string{selfExe(), launcherArg, "-w", "/dev/null"}
+	var withReads []string
+	for _, d := range denied {
+		withReads = append(withReads, "-deny", d)
+	}
+	withReads = append(withReads, "-rf", filepath.Join(home, ".local/state/bashcall/spill"))
+	run := func(argv []string, launcher bool) {
+		var out, errb bytes.Buffer
+		res, err := runCommand(&runSpec{Argv: argv, Dir: "/", Env: os.Environ(), Stdout: &out, Stderr: &errb,
+			Grace: time.Second, Launcher: launcher})
+		if err != nil || res.RunnerFailure != "" || res.ExitCode != 0 {
+			b.Fatalf("%v: %v %+v %s", argv, err, res, errb.String())
+		}
+	}
+	cmd := []string{"--", bash, "-c", "true"}
+	var tPlain, tOpen, tConfined time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tPlain += timeIt(func() { run([]string{bash, "-c", "true"}, false) })
+		tOpen += timeIt(func() { run(append(append([]string{}, base...), cmd...), true) })
+		tConfined += timeIt(func() { run(append(append(append([]string{}, base...), withReads...), cmd...), true) })
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(tPlain, b.N), "bash-ms/op")
+	b.ReportMetric(ms(tOpen, b.N), "launcher-reads-open-ms/op")
+	b.ReportMetric(ms(tConfined, b.N), "launcher-reads-confined-ms/op")
+	b.ReportMetric(ms(tConfined-tOpen, b.N), "read-confinement-adds-ms")
+	b.ReportMetric(float64(len(planReadRules(readGrant{Denied: denied}, accessRead, osListDir))), "read-rules")
+	b.ReportMetric(0, "ns/op")
+}
