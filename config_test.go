@@ -25,7 +25,7 @@ func TestConfigExample(t *testing.T) {
 	b, _ := os.ReadFile("config.toml.example")
 	for _, key := range []string{"shell", "workspace", "state_dir", "timeout_ms", "max_timeout_ms", "grace_ms",
 		"max_output_bytes", "max_spill_bytes", "max_spill_total_bytes", "enabled", "max_tasks_per_session", "wait_timeout_ms",
-		"max_wait_timeout_ms", "retention", "mode", "writable_roots", "policy", "command", "keep", "remove", "set", "workers"} {
+		"max_wait_timeout_ms", "retention", "mode", "writable_roots", "network", "deny_read", "policy", "command", "keep", "remove", "set", "workers"} {
 		if !strings.Contains(string(b), "\n"+key+" = ") {
 			t.Errorf("config.toml.example does not set %s", key)
 		}
@@ -38,6 +38,8 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown key", "timeout = 5\n", `unknown key "timeout"`},
 		{"unknown nested key", "[sandbox]\nmodes = \"x\"\n", `unknown key "sandbox.modes"`},
 		{"bad mode", "[sandbox]\nmode = \"yolo\"\n", `sandbox.mode must be one of`},
+		{"bad network", "[sandbox]\nnetwork = \"maybe\"\n", `sandbox.network must be "on" or "off", got "maybe"`},
+		{"relative deny_read", "[sandbox]\ndeny_read = [\".ssh\"]\n", `sandbox.deny_read: ".ssh" is neither an absolute path nor under ~/`},
 		{"negative", "grace_ms = -1\n", "grace_ms must be a positive number, got -1"},
 		{"zero spill total", "max_spill_total_bytes = 0\n", "max_spill_total_bytes must be a positive number, got 0"},
 		{"spill total type", "max_spill_total_bytes = \"1G\"\n", "max_spill_total_bytes"},
