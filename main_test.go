@@ -94,6 +94,9 @@ type testEnv struct {
 	extraEnv  []string
 	// nobody runs bashcall as an unprivileged user (see asNobody).
 	nobody bool
+	// hangAfter is how long run waits before calling a run hung
+	// (default a minute).
+	hangAfter time.Duration
 }
 
 // newTestEnv writes config (TOML) and makes a state dir and a workspace.
@@ -175,7 +178,7 @@ func (e *testEnv) run(stdin string, args ...string) result {
 	go func() { done <- c.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(time.Minute):
+	case <-time.After(max(e.hangAfter, time.Minute)):
 		c.Process.Kill()
 		<-done
 		e.t.Fatalf("bashcall %q hung on %s", args, stdin)
