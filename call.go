@@ -104,16 +104,9 @@ func writeResponse(w io.Writer, r *response, textOnly bool) error {
 func (inv *invocation) handle(req *request) *response {
 	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
 	var err error
-	switch req.Name {
-	case toolBash:
-		err = inv.bash(req, resp)
-	case toolOutput:
-		err = inv.taskOutput(req, resp)
-	case toolKill:
-		err = inv.taskKill(req, resp)
-	case toolList:
-		err = inv.taskList(req, resp)
-	default:
+	if t, ok := lookupTool(req.Name); ok {
+		err = t.handle(inv, req, resp)
+	} else {
 		err = toolErrorf("unknown tool %q", req.Name)
 	}
 	if err != nil {

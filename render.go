@@ -295,30 +295,45 @@ type card struct {
 
 // callCard is the card for a call, or nil when its arguments are unusable.
 func callCard(tool string, args map[string]json.RawMessage) *card {
-	str := func(k string) string { s, _, _ := argString(args, k); return s }
-	switch tool {
-	case toolBash:
-		if str("command") == "" {
-			return nil
-		}
-		if bg, _, _ := argBool(args, "run_in_background"); bg {
-			return &card{Card: "generic", Title: str("command"), Kind: "execute", RawInput: str("command"),
-				Content: []textContent{{Type: "text", Text: str("description")}}}
-		}
-		return &card{Card: "terminal", Title: str("command"), Description: str("description"), Cwd: str("workdir")}
-	case toolOutput, toolKill:
-		id := str("task_id")
-		if id == "" {
-			return nil
-		}
-		if tool == toolKill {
-			return &card{Card: "generic", Title: "Kill background task " + id, Kind: "execute", RawInput: id}
-		}
-		return &card{Card: "generic", Title: "Read output from background task " + id, Kind: "read", RawInput: id}
-	case toolList:
-		return &card{Card: "generic", Title: "List background tasks", Kind: "read"}
+	if t, ok := lookupTool(tool); ok {
+		return t.card(args)
 	}
 	return nil
+}
+
+// bashCard is the bash tool's call card: a terminal for a foreground
+// call, a generic card for a background start.
+func bashCard(args map[string]json.RawMessage) *card {
+	str := func(k string) string { s, _, _ := argString(args, k); return s }
+	if str("command") == "" {
+		return nil
+	}
+	if bg, _, _ := argBool(args, "run_in_background"); bg {
+		return &card{Card: "generic", Title: str("command"), Kind: "execute", RawInput: str("command"),
+			Content: []textContent{{Type: "text", Text: str("description")}}}
+	}
+	return &card{Card: "terminal", Title: str("command"), Description: str("description"), Cwd: str("workdir")}
+}
+
+// taskCard is a task tool's call card, titled by the task id.
+func taskCard(args map[string]json.RawMessage, title, kind string) *card {
+	id, _, _ := argString(args, "task_id")
+	if id == "" {
+		return nil
+	}
+	return &card{Card: "generic", Title: title + id, Kind: kind, RawInput: id}
+}
+
+func taskOutputCard(args map[string]json.RawMessage) *card {
+	return taskCard(args, "Read output from background task ", "read")
+}
+
+func taskKillCard(args map[string]json.RawMessage) *card {
+	return taskCard(args, "Kill background task ", "execute")
+}
+
+func taskListCard(map[string]json.RawMessage) *card {
+	return &card{Card: "generic", Title: "List background tasks", Kind: "read"}
 }
 
 // terminalCard is the result card of a foreground run, built from the

@@ -36,49 +36,6 @@ type toolDef struct {
 	props      []property
 }
 
-// tools are the definitions for this configuration: run_in_background and
-// the task tools only when background tasks are enabled, the escalation
-// fields and paragraph only when the executor sandboxes.
-func tools(cfg *config) []toolDef {
-	sandboxes := cfg.Sandbox.Mode != modeFullAccess
-	bg := cfg.Background.Enabled
-	bash := toolDef{name: toolBash, desc: descBashBase, props: []property{
-		{name: "command", typ: "string", required: true, desc: "The bash command to execute."},
-		{name: "description", typ: "string", required: true, desc: `Clear, concise description of what this command does in active voice, 5-10 words (shown in the UI). Examples: "ls" → "List files in current directory"; "git status" → "Show working tree status"; "npm install" → "Install package dependencies".`},
-		{name: "timeoutMs", typ: "number", desc: "Timeout in milliseconds. The executor applies its configured default and cap, and kills the command on expiry."},
-		{name: "workdir", typ: "string", desc: "Working directory for this command. Defaults to the session workspace; a relative path is resolved against it."},
-	}}
-	if bg {
-		bash.desc += descBashBackground
-		bash.props = append(bash.props, property{name: "run_in_background", typ: "boolean",
-			desc: "Run in the background and return a task id immediately (collect with bash_output, stop with bash_kill). No timeout applies."})
-	} else {
-		bash.desc += descBashNoBackground
-	}
-	if sandboxes {
-		bash.desc += descEscalation
-		bash.props = append(bash.props,
-			property{name: "sandbox_permissions", typ: "string", enum: []string{modeWorkspaceWrite, modeFullAccess},
-				desc: "The wider sandbox mode this command needs. Only valid as a one-shot retry of a command the sandbox just denied; requires justification and user approval."},
-			property{name: "justification", typ: "string",
-				desc: "Required with sandbox_permissions: one sentence for the user explaining why this exact command needs the wider access."})
-	}
-	defs := []toolDef{bash}
-	if !bg {
-		return defs
-	}
-	taskID := property{name: "task_id", typ: "string", required: true, desc: "Task id returned by bash when it started the background task."}
-	return append(defs,
-		toolDef{name: toolOutput, desc: "Read new output from a background bash task started with `bash` + `run_in_background`. Returns only output produced since the previous bash_output call, plus the task status; every response ends with `[status: ...]`. Reads are non-blocking unless `wait: true`, which waits until the task finishes or the timeout passes.",
-			props: []property{taskID,
-				{name: "wait", typ: "boolean", desc: "Block until the task reaches a terminal status or the timeout expires. A timed-out wait returns [status: running] and leaves the task alive."},
-				{name: "timeout_ms", typ: "number", desc: "Max wait in milliseconds (only meaningful with wait: true). Defaults to the configured wait timeout; capped by the configured maximum."},
-			}},
-		toolDef{name: toolKill, desc: "Ask the executor to kill a running background bash task by task id.", props: []property{taskID}},
-		toolDef{name: toolList, desc: "List your background tasks (running and finished) with their ids and statuses."},
-	)
-}
-
 // systemPrompt is the prompt section for this configuration.
 func systemPrompt(cfg *config) string {
 	if cfg.Background.Enabled {
@@ -164,7 +121,7 @@ const (
 	outExitCode  = `{"type":["integer","null"]}`
 	outSignal    = `{"type":["string","null"]}`
 	outStream    = `{"type":"object","properties":{"text":{"type":"string"},"truncated":{"type":"boolean"},"spillPath":{"type":"string"}},"required":["text","truncated"]}`
-	outSandbox   = `{"type":"object","properties":{"mode":{"type":"string","enum":["read-only","workspace-write","danger-full-access"]},"denied":{"type":"boolean"},"enforcement":{"type":"string","enum":["full","partial"]},"scoped":{"type":"boolean"},"network":{"type":"string","enum":["on","off"]},"runnerFailed":{"type":"boolean"}},"required":["mode","denied"]}`
+	outSandbox   = `{"type":"object","properties":{"mode":{"type":"string","enum":["read-only","workspace-write","danger-full-access"]},"denied":{"type":"boolean"},"enforcement":{"type":"string","enum":["full","partial"]},"scoped":{"type":"boolean"},"network":{"type":"string","enum":["on","off"]},"networkDenied":{"type":"boolean"},"runnerFailed":{"type":"boolean"},"reverted":{"type":"array","items":{"type":"string"}},"restoreFailed":{"type":"string"}},"required":["mode","denied"]}`
 	outTaskEntry = `{"type":"object","properties":{"taskId":{"type":"string"},"status":{"type":"string"},"exitCode":{"type":["integer","null"]},"signal":{"type":["string","null"]},"command":{"type":"string"}},"required":["taskId","status","command"]}`
 )
 
