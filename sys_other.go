@@ -47,6 +47,8 @@ type watcher struct{}
 func newWatcher(string, int, uint64) *watcher { return &watcher{} }
 func (w *watcher) wait(timeout time.Duration) { time.Sleep(min(max(timeout, 0), 50*time.Millisecond)) }
 func (w *watcher) close()                     {}
+func (w *watcher) watchDir(string)            {}
+func (w *watcher) watchProcess(int, uint64)   {}
 func (w *watcher) interrupt()                 {}
 
 func serveChildSysProcAttr() *syscall.SysProcAttr { return nil }
