@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -28,6 +29,21 @@ func detachedSysProcAttr() *syscall.SysProcAttr {
 // selfExe is how bashcall re-executes itself: /proc/self/exe still names
 // the running binary if its file was replaced since.
 func selfExe() string { return "/proc/self/exe" }
+
+// reexecCheck says why bashcall cannot re-execute itself, nil when it can.
+func reexecCheck() error {
+	if err := unix.Access(selfExe(), unix.X_OK); err != nil {
+		return reexecError(err)
+	}
+	return nil
+}
+
+// reexecError words a failed re-execution of bashcall (launcher,
+// supervisor, a serve worker): without /proc, as in a bare chroot or a
+// container that does not mount it, every confined call fails this way.
+func reexecError(err error) error {
+	return fmt.Errorf("cannot re-execute bashcall through %s: %w; mount /proc", selfExe(), err)
+}
 
 // setSubreaper makes this process adopt orphaned descendants, so that
 // processes which left the command's group (setsid, double fork) can still

@@ -8,6 +8,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -26,6 +27,17 @@ func selfExe() string {
 	return p
 }
 func growPipe(*os.File) {}
+
+func reexecCheck() error {
+	if _, err := os.Stat(selfExe()); err != nil {
+		return reexecError(err)
+	}
+	return nil
+}
+
+func reexecError(err error) error {
+	return fmt.Errorf("cannot re-execute bashcall through %s: %w", selfExe(), err)
+}
 
 type procStat struct {
 	ppid, pgid, sid int
