@@ -136,6 +136,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return runMode(args[1:], stdout, stderr)
 	case "wait":
 		return runWait(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "gc":
 		return runGC(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
