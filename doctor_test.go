@@ -89,10 +89,18 @@ func TestDoctorHost(t *testing.T) {
 			t.Errorf("doctor line %q is not in the format", l)
 		}
 	}
+	sup := sandboxSupport()
+	if sup.ABI < 1 {
+		// The default mode is confined: without Landlock it cannot run.
+		if len(lines) != 16 || lines[len(lines)-1] != "a call in the default mode cannot run here" || r.code != 1 ||
+			r.stderr != "bashcall: error: a call in the default mode cannot run here: missing landlock\n" {
+			t.Errorf("doctor without Landlock: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		t.Skipf("no Landlock here (%v): the rest needs it", sup.ABIErr)
+	}
 	if len(lines) != 16 || lines[len(lines)-1] != "a call in the default mode can run here" || r.code != 0 || r.stderr != "" {
 		t.Fatalf("doctor: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	sup := sandboxSupport()
 	if os.Geteuid() != 0 || sup.ABI < 6 || sup.NS != nsMount || !sup.Seccomp {
 		t.Skipf("the golden records a root host with Landlock ABI >= 6 and seccomp; here: uid %d, %+v", os.Geteuid(), sup)
 	}
