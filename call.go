@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -93,7 +94,11 @@ func answerFailure(stdin io.Reader, stdout io.Writer, textOnly bool, err error) 
 func writeResponse(w io.Writer, r *response, textOnly bool) error {
 	defer r.written()
 	if textOnly {
-		_, err := io.WriteString(w, r.text())
+		text := r.text()
+		if !strings.HasSuffix(text, "\n") {
+			text += "\n" // a terminal's prompt starts on a line of its own
+		}
+		_, err := io.WriteString(w, text)
 		return err
 	}
 	return encodeResponse(w, r)

@@ -69,6 +69,9 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	for _, line := range sandboxSupport().report() {
 		fmt.Fprintln(stdout, line)
 	}
+	if err := reexecCheck(); err != nil {
+		fmt.Fprintf(stdout, "re-execution: %v: confined calls and background tasks cannot start\n", err)
+	}
 	// The control paths of this configuration, without creating anything.
 	inv, err := loadSettings(&c, false)
 	var dir string

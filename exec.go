@@ -100,6 +100,9 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 	}
 	childEnds = nil
 	if err != nil {
+		if rerr := reexecCheck(); spec.Launcher && rerr != nil {
+			err = rerr // not the command: bashcall itself is out of reach
+		}
 		return nil, &errStart{err}
 	}
 	r := &execution{spec: spec, pid: pid, outDone: pump(parentEnds[0], spec.Stdout), errDone: pump(parentEnds[1], spec.Stderr)}

@@ -26,8 +26,12 @@ const usage = `Usage:
     bashcall schema [-format mcp|openai|anthropic]
     bashcall prompt
     bashcall mode -session ID [MODE]
+    bashcall wait -session ID [-timeout DURATION]
+    bashcall mcp
+    bashcall doctor
     bashcall gc [-older-than DURATION]
-    bashcall version
+    bashcall version (or --version)
+    bashcall help (or -h)
 
 Every subcommand also takes -config FILE and -state-dir DIR after its name.
 
@@ -36,11 +40,31 @@ Examples:
     $ echo '{"name":"bash","arguments":{"command":"ls","description":"List files"}}' | bashcall -text
     $ bashcall schema -format openai > tools.json
     $ bashcall mode -session sess-A read-only
+    $ bashcall wait -session sess-A -timeout 5m
     $ bashcall serve -spool /var/spool/bashcall -workers 8
+    $ bashcall doctor
     $ bashcall gc -older-than 1h
+
+Environment:
+    BASHCALL_CONFIG            the config file (beaten by -config)
+    BASHCALL_STATE_DIR         the state dir (beaten by -state-dir)
+    XDG_CONFIG_HOME            the config file is $XDG_CONFIG_HOME/bashcall/config.toml
+                               (default ~/.config) when neither of the above names one
+    XDG_STATE_HOME             the default state dir is $XDG_STATE_HOME/bashcall
+                               (default ~/.local/state)
+    XDG_CACHE_HOME             the base of a session's build cache (default ~/.cache)
+    HOME                       the base of the three defaults above
+    PATH                       where the configured shell is looked up
+    BASHCALL_DISABLE_LANDLOCK  =1: act as if the kernel had no Landlock (confined
+                               modes then fail closed)
+    BASHCALL_PROTECT           =snapshot: protect git hooks and config by snapshot
+                               and restore instead of a private mount namespace
+    BASHCALL_SPOOL_DIR         set by serve for the calls it runs (kept unwritable)
+Commands never see a BASHCALL_* variable: the environment scrub removes them.
 
 Exit status: 0 when a response was written (whatever its isError), 2 for a
 usage error or a request that cannot be parsed, 1 for an internal failure.
+doctor exits 0 only when a call in the default mode can run here.
 `
 
 // usageError is a command line the user got wrong (exit status 2).
@@ -85,30 +109,43 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	warnf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	if len(args) > 0 {
-		switch args[0] {
-		case launcherArg:
-			return runLauncher(args[1:])
-		case supervisorArg:
-			return runSupervisor(args[1:], stdin, stdout)
-		case "serve":
-			return runServe(args[1:], stdout, stderr)
-		case "schema":
-			return runSchema(args[1:], stdout, stderr)
-		case "prompt":
-			return runPrompt(args[1:], stdout, stderr)
-		case "mode":
-			return runMode(args[1:], stdout, stderr)
-		case "gc":
-			return runGC(args[1:], stdout, stderr)
-		case "version":
-			return runVersion(args[1:], stdout, stderr)
-		case "help":
-			fmt.Fprint(stdout, usage)
-			return nil
-		}
+	err := dispatch(args, stdin, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = fmt.Fprint(stdout, usage)
 	}
-	return runCall(args, stdin, stdout, stderr)
+	return err
+}
+
+// dispatch runs the subcommand args name.
+func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") && args[0] != "--version" && args[0] != "-version" {
+		return runCall(args, stdin, stdout, stderr)
+	}
+	switch args[0] {
+	case launcherArg:
+		return runLauncher(args[1:])
+	case supervisorArg:
+		return runSupervisor(args[1:], stdin, stdout)
+	case "serve":
+		return runServe(args[1:], stdout, stderr)
+	case "schema":
+		return runSchema(args[1:], stdout, stderr)
+	case "prompt":
+		return runPrompt(args[1:], stdout, stderr)
+	case "mode":
+		return runMode(args[1:], stdout, stderr)
+	case "wait":
+		return runWait(args[1:], stdout, stderr)
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
+	case "gc":
+		return runGC(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		return runVersion(args[1:], stdout, stderr)
+	case "help":
+		return flag.ErrHelp
+	}
+	return usageError{fmt.Errorf("unknown command %q", args[0])}
 }
 
 // commonFlags are the flags every subcommand takes.
@@ -118,11 +155,13 @@ type commonFlags struct {
 }
 
 // newFlagSet returns a flag set for one subcommand, with -config and
-// -state-dir, printing the usage on -h.
+// -state-dir. It prints nothing: parseFlags returns what went wrong, once,
+// and run prints the usage on -h (stderr is kept for the callers' sake).
 func newFlagSet(name string, stderr io.Writer, c *commonFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	// parseFlags reports errors once and run prints the usage on -h.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&c.config, "config", "", "read the configuration from `FILE`")
 	fs.StringVar(&c.stateDir, "state-dir", "", "keep tasks and spill files in `DIR`")
 	return fs
@@ -137,9 +176,17 @@ func parseFlags(fs *flag.FlagSet, args []string, maxArgs int) error {
 		return usageError{err}
 	}
 	if fs.NArg() > maxArgs {
-		return usageError{fmt.Errorf("%s: unexpected argument %q", fs.Name(), strings.Join(fs.Args()[maxArgs:], " "))}
+		return usageError{fmt.Errorf("%sunexpected argument %q", commandPrefix(fs), strings.Join(fs.Args()[maxArgs:], " "))}
 	}
 	return nil
+}
+
+// commandPrefix is "NAME: " for a subcommand's messages, "" for a call.
+func commandPrefix(fs *flag.FlagSet) string {
+	if fs.Name() == "bashcall" {
+		return ""
+	}
+	return fs.Name() + ": "
 }
 
 // loadSettings resolves the config and, when wantState, the checked state

@@ -297,7 +297,7 @@ func addPathRule(rfd int, r landlockRule) error {
 // BASHCALL_PROTECT=snapshot in bashcall's environment there is none, and
 // the snapshot mechanism protects the planted-code paths.
 func mountNamespace() nsKind {
-	if os.Getenv("BASHCALL_PROTECT") == "snapshot" {
+	if os.Getenv("BASHCALL_PROTECT") == "snapshot" || !rootIsMount() {
 		return nsNone
 	}
 	if hasCapability(unix.CAP_SYS_ADMIN) {
@@ -319,6 +319,18 @@ func mountNamespace() nsKind {
 		return nsNone
 	}
 	return nsUser
+}
+
+// rootIsMount reports whether "/" is the root of a mount. In a chroot into
+// a plain directory it is not, and making "/" private, which a new mount
+// namespace needs first, fails with EINVAL. A kernel that cannot tell
+// (before Linux 5.8) is taken to say yes.
+func rootIsMount() bool {
+	var st unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, "/", 0, 0, &st) != nil || st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return true
+	}
+	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }
 
 // launcherSysProcAttr is childSysProcAttr plus the launcher's namespace.

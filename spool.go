@@ -274,6 +274,9 @@ func (s *spool) answer(f *os.File) []byte {
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &limitedWriter{w: &errOut, n: 4096}
 	if err := cmd.Start(); err != nil {
+		if rerr := reexecCheck(); rerr != nil {
+			err = rerr
+		}
 		return errorLine(nil, fmt.Errorf("starting bashcall: %w", err))
 	}
 	s.mu.Lock()

@@ -58,7 +58,9 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 	spec := &taskSpec{Argv: p.argv, Dir: p.workdir, Env: p.env, Launcher: p.sandbox.confined(), NS: p.sandbox.NS,
 		Guard: p.sandbox.Guard, Sandbox: p.sandbox.Facts}
 	if err := inv.spawnSupervisor(t, spec); err != nil {
-		t.settleOrphan()
+		t.failStart(err)
+		inv.consumeNotice(t) // this error response is its notice
+		return toolErrorf("cannot start the background task: %v", err)
 	}
 	resp.StructuredContent = &backgroundResult{Kind: "background", TaskID: t.id}
 	setText(resp, textStarted(t.id), nil)
@@ -84,24 +86,26 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 		readyW.Close()
 		return err
 	}
-	_, err = syscall.ForkExec(selfExe(), []string{"bashcall", supervisorArg, inv.stateDir, t.id}, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(selfExe(), []string{"bashcall", supervisorArg, inv.stateDir, t.id}, &syscall.ProcAttr{
 		Dir: "/", Env: []string{}, Files: []uintptr{specR.Fd(), readyW.Fd(), logFile.Fd()}, Sys: detachedSysProcAttr(),
 	})
 	specR.Close()
 	readyW.Close()
 	logFile.Close()
 	if err != nil {
+		if rerr := reexecCheck(); rerr != nil {
+			return rerr
+		}
 		return fmt.Errorf("starting the supervisor: %w", err)
 	}
-	if err := json.NewEncoder(specW).Encode(spec); err != nil {
-		return fmt.Errorf("handing the task to its supervisor: %w", err)
-	}
+	// A failed write is the supervisor's death, which it explains.
+	json.NewEncoder(specW).Encode(spec)
 	specW.Close()
 	line, _ := bufio.NewReader(io.LimitReader(readyR, 64)).ReadString('\n')
 	if line != "ok\n" {
-		return errors.New("the supervisor exited before the command started")
+		return t.supervisorDeath(pid)
 	}
-	return nil
+	return t.notStarted()
 }
 
 // runSupervisor is bashcall re-executed as "__supervise STATEDIR ID", with
@@ -125,8 +129,11 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	var spec taskSpec
-	if err := json.NewDecoder(io.LimitReader(stdin, 16<<20)).Decode(&spec); err != nil || len(spec.Argv) == 0 {
-		return fmt.Errorf("reading the task spec: %v", err)
+	if err := json.NewDecoder(io.LimitReader(stdin, 16<<20)).Decode(&spec); err != nil {
+		return fmt.Errorf("reading the task spec: %w", err)
+	}
+	if len(spec.Argv) == 0 {
+		return errors.New("the task spec names no command")
 	}
 	ready := func() {
 		if stdout != nil {
@@ -172,7 +179,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 	switch {
 	case err != nil:
 		fmt.Fprintf(outs[1], "bashcall: %v\n", startError(err))
-		final.Note = "the command could not be started"
+		final.Note = noteNotStarted
 	case out.RunnerFailure != "":
 		fmt.Fprintf(outs[1], "bashcall: sandbox runner failure: %s\n", out.RunnerFailure)
 		final.Sandbox.RunnerFailed = true

@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -28,6 +29,21 @@ func detachedSysProcAttr() *syscall.SysProcAttr {
 // selfExe is how bashcall re-executes itself: /proc/self/exe still names
 // the running binary if its file was replaced since.
 func selfExe() string { return "/proc/self/exe" }
+
+// reexecCheck says why bashcall cannot re-execute itself, nil when it can.
+func reexecCheck() error {
+	if err := unix.Access(selfExe(), unix.X_OK); err != nil {
+		return reexecError(err)
+	}
+	return nil
+}
+
+// reexecError words a failed re-execution of bashcall (launcher,
+// supervisor, a serve worker): without /proc, as in a bare chroot or a
+// container that does not mount it, every confined call fails this way.
+func reexecError(err error) error {
+	return fmt.Errorf("cannot re-execute bashcall through %s: %w; mount /proc", selfExe(), err)
+}
 
 // setSubreaper makes this process adopt orphaned descendants, so that
 // processes which left the command's group (setsid, double fork) can still
@@ -169,36 +185,51 @@ func bootID() string {
 // while it waits. Create it before checking the condition waited for, so
 // that no event falls between the check and the wait.
 type watcher struct {
-	fds     []unix.PollFd // the wake pipe, then inotify, then a pidfd
-	wake    int           // write end of the wake pipe
-	inotify bool
+	fds       []unix.PollFd // the wake pipe, then inotify, then pidfds
+	wake      int           // write end of the wake pipe
+	inotifyFD int
+	inotify   bool // every directory asked for is watched
 }
 
 // newWatcher watches dir and, when pid > 0, the exit of the process pid
 // that started at start.
 func newWatcher(dir string, pid int, start uint64) *watcher {
-	w := &watcher{wake: -1}
+	w := &watcher{wake: -1, inotifyFD: -1}
 	var p [2]int
 	if unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) == nil {
 		w.fds, w.wake = append(w.fds, unix.PollFd{Fd: int32(p[0]), Events: unix.POLLIN}), p[1]
 	}
 	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err == nil {
-		if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_DELETE_SELF); err == nil {
-			w.fds, w.inotify = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}), true
+		w.fds, w.inotifyFD, w.inotify = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}), fd, true
+	}
+	w.watchDir(dir)
+	w.watchProcess(pid, start)
+	return w
+}
+
+// watchDir adds a directory. One that cannot be watched makes waits poll.
+func (w *watcher) watchDir(dir string) {
+	if !w.inotify {
+		return
+	}
+	if _, err := unix.InotifyAddWatch(w.inotifyFD, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_DELETE_SELF); err != nil {
+		w.inotify = false
+	}
+}
+
+// watchProcess adds the exit of the process pid that started at start,
+// when pid > 0 and it is still that process.
+func (w *watcher) watchProcess(pid int, start uint64) {
+	if pid <= 0 {
+		return
+	}
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		if s, err := procStartTime(pid); err == nil && s == start {
+			w.fds = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		} else {
 			unix.Close(fd)
 		}
 	}
-	if pid > 0 {
-		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-			if s, err := procStartTime(pid); err == nil && s == start {
-				w.fds = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-			} else {
-				unix.Close(fd)
-			}
-		}
-	}
-	return w
 }
 
 // wait blocks until an event, an interrupt or timeout. Without inotify it

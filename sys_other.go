@@ -8,6 +8,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"time"
@@ -26,6 +27,17 @@ func selfExe() string {
 	return p
 }
 func growPipe(*os.File) {}
+
+func reexecCheck() error {
+	if _, err := os.Stat(selfExe()); err != nil {
+		return reexecError(err)
+	}
+	return nil
+}
+
+func reexecError(err error) error {
+	return fmt.Errorf("cannot re-execute bashcall through %s: %w", selfExe(), err)
+}
 
 type procStat struct {
 	ppid, pgid, sid int
@@ -47,6 +59,8 @@ type watcher struct{}
 func newWatcher(string, int, uint64) *watcher { return &watcher{} }
 func (w *watcher) wait(timeout time.Duration) { time.Sleep(min(max(timeout, 0), 50*time.Millisecond)) }
 func (w *watcher) close()                     {}
+func (w *watcher) watchDir(string)            {}
+func (w *watcher) watchProcess(int, uint64)   {}
 func (w *watcher) interrupt()                 {}
 
 func serveChildSysProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,92 @@
+package main
+
+// A background task that cannot start (PROTOCOL.md section 6): the start
+// is an error response with the reason, never "started" followed by a
+// bare "[status: killed]". The task that was allocated for it settles
+// with the reason in its status note and on its stderr, where a later
+// bash_output shows it, and carries no completion notice: the error
+// response was the news.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// noteNotStarted is the status note of a task whose command the
+// supervisor could not start.
+const noteNotStarted = "the command could not be started"
+
+// notStarted is the reason the supervisor, having said "ok", recorded
+// that the command could not start, or nil when the command runs (or ran,
+// or its sandbox runner failed, which a read reports as such).
+func (t *task) notStarted() error {
+	var f taskFinal
+	if readJSON(filepath.Join(t.dir, "status.json"), &f) != nil || f.Note != noteNotStarted {
+		return nil
+	}
+	if why := lastLine(t, "stderr.tail"); why != "" {
+		return errors.New(why)
+	}
+	return errors.New(noteNotStarted)
+}
+
+// supervisorDeath is the reason a supervisor exited without saying "ok":
+// the error it printed to its log, once it has exited.
+func (t *task) supervisorDeath(pid int) error {
+	var ws syscall.WaitStatus
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid || err != nil {
+			break
+		}
+	}
+	if why := lastLine(t, "supervisor.log"); why != "" {
+		return fmt.Errorf("the supervisor exited before the command started: %s", strings.TrimPrefix(why, "error: "))
+	}
+	return errors.New("the supervisor exited before the command started")
+}
+
+// lastLine is the last non-empty line of a file of the task (at most its
+// last 4 KiB), without bashcall's "bashcall: " prefix.
+func lastLine(t *task, name string) string {
+	var b []byte
+	if name == "stderr.tail" {
+		b = readTaskStream(filepath.Join(t.dir, name), 0, 4096).data
+	} else if f, err := os.OpenFile(filepath.Join(t.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0); err == nil {
+		var buf [4096]byte
+		if fi, err := f.Stat(); err == nil {
+			n, _ := f.ReadAt(buf[:], max(fi.Size()-int64(len(buf)), 0))
+			b = buf[:n]
+		}
+		f.Close()
+	}
+	b = bytes.TrimSpace(b)
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return strings.TrimPrefix(validText(b), "bashcall: ")
+}
+
+// failStart settles a task that could not start, unless its supervisor
+// already did: killed, the reason on its stderr and in its status note.
+func (t *task) failStart(reason error) {
+	unlock, err := lockFile(filepath.Join(t.dir, "lock"))
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if fileExists(filepath.Join(t.dir, "status.json")) {
+		return
+	}
+	if outs, err := openTaskStreams(t); err == nil {
+		fmt.Fprintf(outs[1], "bashcall: cannot start the background task: %v\n", reason)
+		outs[0].close()
+		outs[1].close()
+	}
+	t.record(&taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "could not start: " + reason.Error()})
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// bare runs bashcall with exactly args (no -config or -state-dir).
+func bare(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	c := exec.Command(os.Args[0], args...)
+	c.Env = append(os.Environ(), "BASHCALL_TEST_MAIN=1")
+	c.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	c.Stdout, c.Stderr = &out, &errb
+	c.Run()
+	return result{out.String(), errb.String(), c.ProcessState.ExitCode()}
+}
+
+// TestUnknownCommand: a word that is not a subcommand is named, once,
+// with a pointer to the usage, and nothing is read or run.
+func TestUnknownCommand(t *testing.T) {
+	r := bare(t, bashReq("echo ran", ""), "bogus")
+	want := "bashcall: unknown command \"bogus\"\nRun 'bashcall -h' for usage.\n"
+	if r.code != 2 || r.stdout != "" || r.stderr != want {
+		t.Errorf("bashcall bogus: exit %d, stdout %q, stderr %q; want 2, nothing, %q", r.code, r.stdout, r.stderr, want)
+	}
+}
+
+// TestUsageErrorsOnce: a bad flag or a stray argument is reported once,
+// without the usage text, prefixed by the subcommand's name only.
+func TestUsageErrorsOnce(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nope"}, "bashcall: flag provided but not defined: -nope\nRun 'bashcall -h' for usage.\n"},
+		{[]string{"-text", "extra"}, "bashcall: unexpected argument \"extra\"\nRun 'bashcall -h' for usage.\n"},
+		{[]string{"prompt", "extra"}, "bashcall: prompt: unexpected argument \"extra\"\nRun 'bashcall -h' for usage.\n"},
+		{[]string{"wait", "-nope"}, "bashcall: flag provided but not defined: -nope\nRun 'bashcall -h' for usage.\n"},
+	} {
+		if r := bare(t, "", tt.args...); r.code != 2 || r.stdout != "" || r.stderr != tt.want {
+			t.Errorf("bashcall %q: exit %d, stdout %q, stderr %q; want 2 and %q", tt.args, r.code, r.stdout, r.stderr, tt.want)
+		}
+	}
+}
+
+// TestHelp: -h, a subcommand's -h and help print the usage on stdout,
+// once, and exit 0.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"wait", "-h"}, {"doctor", "-h"}} {
+		r := bare(t, "", args...)
+		if r.code != 0 || r.stdout != usage || r.stderr != "" {
+			t.Errorf("bashcall %q: exit %d, stdout %.80q, stderr %q; want 0 and the usage", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestUsageLists: the usage names every subcommand run dispatches, and
+// every environment variable bashcall's code reads.
+func TestUsageLists(t *testing.T) {
+	for _, cmd := range []string{"serve", "schema", "prompt", "mode", "wait", "mcp", "doctor", "gc", "version", "--version", "help"} {
+		if !strings.Contains(usage, "    bashcall "+cmd) && !strings.Contains(usage, "(or "+cmd+")") {
+			t.Errorf("the usage does not list %q", cmd)
+		}
+	}
+	files, _ := filepath.Glob("*.go")
+	read := regexp.MustCompile(`[gG]etenv\("([A-Z_]+)"\)`)
+	names := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range read.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+	}
+	if len(names) < 5 {
+		t.Fatalf("found only %v: the pattern no longer matches how the code reads its environment", names)
+	}
+	var missing []string
+	for n := range names {
+		if !regexp.MustCompile(`(?m)^    ` + n + ` `).MatchString(usage) {
+			missing = append(missing, n)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("the usage's Environment section lacks %q", missing)
+	}
+}
+
+// TestTextEndsWithNewline: -text prints the model-facing text and ends
+// it with a newline, whether or not the text had one.
+func TestTextEndsWithNewline(t *testing.T) {
+	e := newTestEnv(t, "")
+	for _, tt := range []struct{ command, want string }{
+		{"printf hi", "hi\n"},
+		{"echo hi", "hi\n"},
+		{"exit 3", "(no output)\n[exit code: 3]\n"},
+	} {
+		if r := e.run(bashReq(tt.command, ""), "-text"); r.code != 0 || r.stdout != tt.want {
+			t.Errorf("-text of %q: exit %d, %q, want %q", tt.command, r.code, r.stdout, tt.want)
+		}
+	}
+}
