@@ -330,6 +330,7 @@ func TestVersionReport(t *testing.T) {
 	v := e.run("", "version").stdout
 	for _, want := range []string{
 		"\nsetuid/setgid bits: refused (seccomp)\n",
+		"\nreads: confined; the state dir and [sandbox] deny_read withheld, spill files readable by exact path\n",
 		"\nprotection: private mount namespace;",
 		"\ncontrol paths (never writable, replaceable or inside a writable path of a confined call): " + e.stateDir + ", " + e.config + ", ",
 	} {

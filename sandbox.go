@@ -409,10 +409,15 @@ func (s support) report() []string {
 	if s.NS == nsNone {
 		protect = "protection: snapshot; git hooks and config restored after each call; mode changes to bashcall's own files repaired; chmod of the user's other files not prevented"
 	}
+	reads := "reads: confined; the state dir and [sandbox] deny_read withheld, spill files readable by exact path"
+	network := `network: "off" enforceable (Landlock TCP rights and a seccomp socket filter)`
+	if s.ABI < 4 || !s.NetFilter {
+		network = `network: "off" not enforceable here (needs Landlock ABI 4 and a seccomp filter); a confined call with network = "off" is refused`
+	}
 	return []string{
 		fmt.Sprintf("landlock: ABI %d", s.ABI),
 		fmt.Sprintf("confined calls: enforcement %s; %s", enforcement(s.ABI), scope),
-		privs, setid, protect,
+		reads, network, privs, setid, protect,
 	}
 }
 
