@@ -26,6 +26,7 @@ const usage = `Usage:
     bashcall schema [-format mcp|openai|anthropic]
     bashcall prompt
     bashcall mode -session ID [MODE]
+    bashcall mcp [-workspace DIR]
     bashcall gc [-older-than DURATION]
     bashcall version
 
@@ -37,6 +38,7 @@ Examples:
     $ bashcall schema -format openai > tools.json
     $ bashcall mode -session sess-A read-only
     $ bashcall serve -spool /var/spool/bashcall -workers 8
+    $ bashcall mcp -workspace ~/proj
     $ bashcall gc -older-than 1h
 
 Exit status: 0 when a response was written (whatever its isError), 2 for a
@@ -101,6 +103,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return runMode(args[1:], stdout, stderr)
 		case "gc":
 			return runGC(args[1:], stdout, stderr)
+		case "mcp":
+			return runMCP(args[1:], stdin, stdout, stderr)
 		case "version":
 			return runVersion(args[1:], stdout, stderr)
 		case "help":
