@@ -9,7 +9,8 @@ package main
 // answers with the response line a stdin call gets. So calls served at once
 // never share a process tree or a signal handler, cancelling one is a
 // SIGTERM to its process, and a result is the stdin path's by construction.
-// This file reads, checks and answers messages; mcpcall.go runs a call.
+// This file serves the connection; mcprpc.go reads and writes messages,
+// mcpcall.go runs a call, mcpelicit.go asks for an approval.
 
 import (
 	"bytes"

@@ -368,23 +368,31 @@ func TestMCPConcurrentCalls(t *testing.T) {
 	start := time.Now()
 	c.send(rpcRequest(1, "tools/call", `{"name":"bash","arguments":`+mcpBashArgs("sleep 2; echo one", "")+`}`))
 	c.send(rpcRequest(2, "tools/call", `{"name":"bash","arguments":`+mcpBashArgs("sleep 2; echo two", "")+`}`))
+	// An id already in flight is refused, and the call holding it goes on.
+	c.send(rpcRequest(2, "tools/call", `{"name":"bash","arguments":`+mcpBashArgs("echo again", "")+`}`))
 	c.send(rpcRequest(3, "ping", ""))
 	got := map[string]string{}
-	for len(got) < 3 {
+	for len(got) < 4 {
 		m := c.next(time.Minute)
-		if string(m.ID) == "3" && len(got) > 0 {
-			t.Errorf("ping answered after a call")
-		}
-		if string(m.ID) != "3" {
-			got[string(m.ID)] = decodeToolResult(t, m).Content[0].Text
-		} else {
+		switch {
+		case m.Error != nil:
+			if string(m.ID) != "2" || m.Error.Code != rpcInvalidRequest || len(got) > 0 {
+				t.Errorf("unexpected: %s", m.raw)
+			}
+			got["dup"] = m.Error.Message
+		case string(m.ID) == "3":
+			if len(got) != 1 {
+				t.Errorf("ping answered after a call")
+			}
 			got["3"] = string(m.Result)
+		default:
+			got[string(m.ID)] = decodeToolResult(t, m).Content[0].Text
 		}
 	}
 	if elapsed := time.Since(start); elapsed > 3500*time.Millisecond {
 		t.Errorf("two 2 s calls took %v: not run at once", elapsed)
 	}
-	if got["1"] != "one\n" || got["2"] != "two\n" || got["3"] != "{}" {
+	if got["1"] != "one\n" || got["2"] != "two\n" || got["3"] != "{}" || got["dup"] != "invalid request: id 2 is already used by a call in flight" {
 		t.Errorf("answers: %q", got)
 	}
 	c.close()
@@ -426,7 +434,7 @@ func TestMCPCancel(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if r, _ := c.callTool("last", "bash_list", `{}`, ""); !cmp.Equal(notices, []string{want}) || len(r.Content) != 1 {
-		t.Errorf("notices after the cancellation: %q, then %+v", notices, r)
+		t.Errorf("notices after the cancellation: %q, then %q", notices, r.Content)
 	}
 	for _, m := range c.close() {
 		if string(m.ID) == `"slow"` {
