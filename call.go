@@ -27,6 +27,8 @@ type invocation struct {
 	protected []string
 	// abort delivers SIGINT and SIGTERM while a call is answered.
 	abort chan os.Signal
+	// progress streams a foreground run's output to bashcall mcp.
+	progress *progressFeed
 }
 
 // runCall answers the call on stdin.
@@ -34,12 +36,16 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
+	progressFlag := fs.Int("progress-fd", -1, "") // for bashcall mcp; not in the usage
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
 	inv, err := loadSettings(&c, true)
 	if err != nil {
 		return answerFailure(stdin, stdout, *textFlag, err)
+	}
+	if inv.progress, err = openProgressFeed(*progressFlag); err != nil {
+		return usageError{err}
 	}
 	if f, ok := stdin.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
@@ -335,11 +341,13 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	stdout := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, budget, "stdout")
 	stderr := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, budget, "stderr")
 	resp.holdUntilWritten(stdout.release, stderr.release)
+	outW, errW, endProgress := inv.progress.tee(stdout, stderr)
 	out, err := runCommand(&runSpec{
-		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: stdout, Stderr: stderr,
+		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
 		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, Subreaper: true,
 	})
+	endProgress()
 	// The command's tree is gone: put back what it changed of the
 	// protected files, whatever became of it.
 	reverted, restoreErr := p.sandbox.Guard.restore()

@@ -27,7 +27,7 @@ const usage = `Usage:
     bashcall prompt
     bashcall mode -session ID [MODE]
     bashcall wait -session ID [-timeout DURATION]
-    bashcall mcp
+    bashcall mcp [-workspace DIR]
     bashcall doctor
     bashcall gc [-older-than DURATION]
     bashcall version (or --version)
@@ -43,6 +43,7 @@ Examples:
     $ bashcall wait -session sess-A -timeout 5m
     $ bashcall serve -spool /var/spool/bashcall -workers 8
     $ bashcall doctor
+    $ bashcall mcp -workspace ~/proj
     $ bashcall gc -older-than 1h
 
 Environment:
@@ -136,6 +137,8 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return runMode(args[1:], stdout, stderr)
 	case "wait":
 		return runWait(args[1:], stdout, stderr)
+	case "mcp":
+		return runMCP(args[1:], stdin, stdout, stderr)
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
 	case "gc":
