@@ -163,6 +163,7 @@ type callPlan struct {
 	workdir   string
 	sandbox   *sandboxPlan
 	argv      []string
+	command   []string // argv without the launcher
 	env       []string
 	timeoutMs int64
 }
@@ -321,6 +322,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	}
 	p.env = commandEnv(inv.environ, &inv.cfg.Env, extraEnv, inv.stateDir, s.ID)
 	p.argv = []string{shell, "-c", a.Command}
+	p.command = p.argv
 	if p.sandbox.confined() {
 		p.argv = p.sandbox.launcherArgs(p.argv)
 	}
@@ -346,6 +348,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
 		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, Subreaper: true,
+		WithoutNS: func() ([]string, error) { return p.sandbox.withoutNamespace(p.command) },
 	})
 	endProgress()
 	// The command's tree is gone: put back what it changed of the

@@ -37,6 +37,9 @@ type runSpec struct {
 	Launcher bool
 	// NS is the launcher's private namespace, if any.
 	NS nsKind
+	// WithoutNS re-plans the call without a namespace (snapshots instead)
+	// when creating one is refused; nil: fail.
+	WithoutNS func() ([]string, error)
 	// Subreaper says this process is a subreaper that runs only this
 	// command, so every descendant of it belongs to the command.
 	Subreaper bool
@@ -90,11 +93,7 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 	for i, f := range childEnds {
 		fds[i] = f.Fd()
 	}
-	undo := prepareFork(spec.NS)
-	pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
-		Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: launcherSysProcAttr(spec.NS),
-	})
-	undo()
+	pid, err := forkLauncher(spec, fds)
 	for _, f := range childEnds {
 		f.Close()
 	}
@@ -124,6 +123,27 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 	}
 	out.RunnerFailure = status.failure
 	return out, nil
+}
+
+// forkLauncher starts spec.Argv. When the kernel (or a seccomp profile, as
+// in a container) refuses the launcher's namespace, it asks
+// spec.WithoutNS for the plan without one and starts that instead.
+func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
+	for {
+		undo := prepareFork(spec.NS)
+		pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
+			Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: launcherSysProcAttr(spec.NS),
+		})
+		undo()
+		if err == nil || spec.NS == nsNone || spec.WithoutNS == nil || !namespaceRefused(err) {
+			return pid, err
+		}
+		argv, ferr := spec.WithoutNS()
+		if ferr != nil {
+			return 0, ferr
+		}
+		spec.Argv, spec.NS = argv, nsNone
+	}
 }
 
 // launcherStatus is the launcher's verdict.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // launcherArg is the hidden first argument that selects the launcher.
@@ -442,4 +443,22 @@ func (f *sandboxFacts) classify(exitCode *int, stderrTail string) {
 			return
 		}
 	}
+}
+
+// namespaceRefused reports whether starting a process in a new namespace
+// failed because the namespace was refused (no privilege, a seccomp
+// profile, a user namespace limit), not for any other reason.
+func namespaceRefused(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EUSERS) || errors.Is(err, syscall.EACCES)
+}
+
+// withoutNamespace re-plans a confined plan whose namespace was refused:
+// the planted-code paths are snapshotted instead of bound, and argv (the
+// command after the launcher) is launched without -ns.
+func (p *sandboxPlan) withoutNamespace(argv []string) ([]string, error) {
+	if err := p.protect(nsNone); err != nil {
+		return nil, err
+	}
+	return p.launcherArgs(argv), nil
 }

@@ -35,6 +35,10 @@ type taskSpec struct {
 	Launcher bool         `json:"launcher"`
 	NS       nsKind       `json:"ns,omitempty"`
 	Guard    *gitGuard    `json:"guard,omitempty"`
+	// Plan and Command let the supervisor re-plan without a namespace
+	// when the kernel refuses one (see forkLauncher).
+	Plan    *sandboxPlan `json:"plan,omitempty"`
+	Command []string     `json:"command,omitempty"`
 	Sandbox  sandboxFacts `json:"sandbox"`
 }
 
@@ -56,7 +60,7 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 		return err
 	}
 	spec := &taskSpec{Argv: p.argv, Dir: p.workdir, Env: p.env, Launcher: p.sandbox.confined(), NS: p.sandbox.NS,
-		Guard: p.sandbox.Guard, Sandbox: p.sandbox.Facts}
+		Guard: p.sandbox.Guard, Plan: p.sandbox, Command: p.command, Sandbox: p.sandbox.Facts}
 	if err := inv.spawnSupervisor(t, spec); err != nil {
 		t.failStart(err)
 		inv.consumeNotice(t) // this error response is its notice
@@ -167,6 +171,14 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
 		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
 		Launcher: spec.Launcher, NS: spec.NS, Subreaper: true,
+		WithoutNS: func() ([]string, error) {
+			if spec.Plan == nil {
+				return nil, errors.New("no plan to start the task without a namespace")
+			}
+			argv, err := spec.Plan.withoutNamespace(spec.Command)
+			spec.Guard = spec.Plan.Guard
+			return argv, err
+		},
 		Started: func(pid int) {
 			rec := procRecord{PID: pid, BootID: bootID()}
 			rec.Start, _ = procStartTime(pid)
