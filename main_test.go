@@ -185,14 +185,13 @@ func sessionReq(tool, args, session string) string {
 func (e *testEnv) stopTasks() {
 	dirs, _ := filepath.Glob(filepath.Join(e.stateDir, "tasks", "bash-*"))
 	for _, d := range dirs {
-		for _, f := range []string{"supervisor.json", "command.json"} {
-			var p procRecord
-			if readJSON(filepath.Join(d, f), &p) == nil && p.alive() {
-				if f == "command.json" {
-					stopSession(p.PID, p.Start)
-				}
-				signalProcess(p.PID, p.Start, syscall.SIGKILL)
-			}
+		var sup procRecord
+		if readJSON(filepath.Join(d, "supervisor.json"), &sup) == nil && sup.alive() {
+			signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
+		}
+		var cmd treeRecord
+		if readJSON(filepath.Join(d, "command.json"), &cmd) == nil {
+			cmd.stop()
 		}
 	}
 }

@@ -54,7 +54,9 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 	}
 	spec := &taskSpec{Argv: p.argv, Dir: p.workdir, Env: p.env, Launcher: p.sandbox.confined(), Sandbox: p.sandbox.Facts}
 	if err := inv.spawnSupervisor(t, spec); err != nil {
-		t.settleOrphan()
+		t.settleOrphan() // stops whatever of the command did start
+		inv.disown(t)
+		return toolErrorf("cannot start the background task: %v", err)
 	}
 	resp.StructuredContent = &backgroundResult{Kind: "background", TaskID: t.id}
 	setText(resp, textStarted(t.id), nil)
@@ -80,7 +82,7 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 		readyW.Close()
 		return err
 	}
-	_, err = syscall.ForkExec(selfExe(), []string{"bashcall", supervisorArg, inv.stateDir, t.id}, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(selfExe(), []string{"bashcall", supervisorArg, inv.stateDir, t.id}, &syscall.ProcAttr{
 		Dir: "/", Env: []string{}, Files: []uintptr{specR.Fd(), readyW.Fd(), logFile.Fd()}, Sys: detachedSysProcAttr(),
 	})
 	specR.Close()
@@ -89,15 +91,49 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 	if err != nil {
 		return fmt.Errorf("starting the supervisor: %w", err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			if _, err := syscall.Wait4(pid, nil, 0, nil); err != syscall.EINTR {
+				return
+			}
+		}
+	}()
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
 		return fmt.Errorf("handing the task to its supervisor: %w", err)
 	}
 	specW.Close()
-	line, _ := bufio.NewReader(io.LimitReader(readyR, 64)).ReadString('\n')
-	if line != "ok\n" {
-		return errors.New("the supervisor exited before the command started")
+	return waitReady(readyR, exited)
+}
+
+// waitReady waits for the supervisor's "ok". A copy of its end of the pipe
+// can outlive it (in a command frozen before its exec), so its exit ends
+// the wait too; and the end of the pipe, which comes while it is still
+// exiting, waits for the exit, so that whoever settles the task finds the
+// supervisor gone.
+func waitReady(r *os.File, exited <-chan struct{}) error {
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		if l == "ok\n" {
+			return nil
+		}
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
+	case <-exited:
+		r.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // for what it wrote before it exited
+		if <-line == "ok\n" {
+			return nil
+		}
 	}
-	return nil
+	return errors.New("its supervisor exited before the command was running")
 }
 
 // runSupervisor is bashcall re-executed as "__supervise STATEDIR ID", with
@@ -155,12 +191,10 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
 		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
-		Launcher: spec.Launcher, Subreaper: true,
-		Started: func(pid int) {
-			rec := procRecord{PID: pid, BootID: bootID()}
-			rec.Start, _ = procStartTime(pid)
-			writeJSON(filepath.Join(t.dir, "command.json"), &rec)
-			ready()
+		Launcher: spec.Launcher, Subreaper: true, FreezeLeader: true,
+		Started: func(int) { ready() },
+		Track: func(tree *treeRecord) error {
+			return writeJSON(filepath.Join(t.dir, "command.json"), tree)
 		},
 	})
 	final := &taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Sandbox: &spec.Sandbox}

@@ -7,7 +7,9 @@ package main
 //	lock, next-id                 the id counter, taken under an flock
 //	tasks/bash-N/task.json        what was started, by whom (an owner key)
 //	tasks/bash-N/supervisor.json  the supervisor's pid, start time and boot
-//	tasks/bash-N/command.json     the command's pid and start time
+//	tasks/bash-N/command.json     the command's tree (leftovers.go): written
+//	                              before the command exists, then with its
+//	                              leader's pid and start time
 //	tasks/bash-N/{stdout,stderr}.log   complete copies, up to max_spill_bytes
 //	tasks/bash-N/{stdout,stderr}.tail  bounded tails (see taskio.go)
 //	tasks/bash-N/cursor, lock     read cursors, under a per-task flock
@@ -20,7 +22,8 @@ package main
 //
 // Status is the truth: a task with no status.json whose supervisor is gone
 // (SIGKILL, OOM, reboot) is settled as killed by whoever looks next, after
-// stopping what is left of its command.
+// stopping what provably is left of its command; its note names what it
+// had to leave alone.
 
 import (
 	"encoding/json"
@@ -180,11 +183,13 @@ func (t *task) settleOrphan() *taskFinal {
 	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
 		return nil // it recorded itself after all
 	}
-	var cmd procRecord
-	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() {
-		stopSession(cmd.PID, cmd.Start)
+	var cmd treeRecord
+	var left []int
+	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
+		left = cmd.stop()
 	}
-	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "the supervisor exited without recording how the command ended"}
+	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(),
+		Note: "the supervisor exited without recording how the command ended" + leftNote(left)}
 	t.record(&f)
 	return &f
 }
@@ -197,26 +202,6 @@ func (t *task) record(f *taskFinal) error {
 	stateDir := filepath.Dir(filepath.Dir(t.dir))
 	os.Remove(filepath.Join(sessionDir(stateDir, t.meta.Owner), "running", t.id))
 	return nil
-}
-
-// sessionLeft lists what is left of the session that the recorded
-// command led. A session id is the leader's pid, which another process
-// could hold by now: if one does, with another start time, the session is
-// not ours and nothing is returned. While any member lives, the kernel
-// hands out neither its session id nor its pid.
-func sessionLeft(leader int, start uint64) map[int]uint64 {
-	procs := scanProcs()
-	if s, ok := procs[leader]; ok && s.start != start {
-		return nil
-	}
-	return sessionMembers(procs, leader)
-}
-
-// stopSession kills, at once, what is left of the command's session.
-func stopSession(leader int, start uint64) {
-	for pid, st := range sessionLeft(leader, start) {
-		signalProcess(pid, st, syscall.SIGKILL)
-	}
 }
 
 // lockFile takes an exclusive flock, creating the file if need be.
@@ -335,6 +320,14 @@ func (inv *invocation) recordOwnership(t *task) error {
 		f.Close()
 	}
 	return nil
+}
+
+// disown takes a task that never started off its owner's lists: its id
+// was never handed out, so it is not listed and no notice is due.
+func (inv *invocation) disown(t *task) {
+	for _, sub := range []string{"tasks", "running", "pending"} {
+		os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, t.id))
+	}
 }
 
 // consumeNotice removes a pending notice; true for the one caller that
