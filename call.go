@@ -80,6 +80,7 @@ func writeResponse(w io.Writer, r *response, textOnly bool) error {
 // response; nothing here ends the process.
 func (inv *invocation) handle(req *request) *response {
 	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
+	inv.stopDeadCalls()
 	var err error
 	switch req.Name {
 	case toolBash:
@@ -310,10 +311,12 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	spillDir := func() (string, error) { return privateDir(inv.stateDir, "spill") }
 	stdout := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, spillDir, "stdout")
 	stderr := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, spillDir, "stderr")
+	call := inv.trackCall()
+	defer call.done()
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: stdout, Stderr: stderr,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Launcher: p.sandbox.confined(), Subreaper: true,
+		Abort: inv.abort, Launcher: p.sandbox.confined(), Subreaper: true, Track: call.track,
 	})
 	if err != nil {
 		return startError(err)

@@ -118,6 +118,36 @@ func TestOrphanPidReuse(t *testing.T) {
 	}
 }
 
+// TestKilledCallLeavesNothing: a foreground bashcall killed with SIGKILL
+// leaves its command's processes, those that left its session or its
+// output too, running only until the next invocation with its state dir.
+func TestKilledCallLeavesNothing(t *testing.T) {
+	e := newTestEnv(t, "")
+	c := e.cmd()
+	c.Stdin = strings.NewReader(bashReq(`sleep 1000 & echo $! > p1; (setsid sleep 1000 & echo $! > p2); (sleep 1000 & echo $! > p3)
+sleep 1000 > /dev/null 2>&1 & echo $! > p4; echo $(cat p1 p2 p3 p4) $$ > pids; exec sleep 1000`, ""))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pids := readPIDs(t, filepath.Join(e.workspace, "pids"))
+	defer killAll(pids)
+	e.call(sessionReq("bash_list", "{}", "")) // a call that lives is left alone
+	for _, pid := range pids {
+		if !pidAlive(pid) {
+			t.Fatalf("pid %d of a running call was stopped by another invocation", pid)
+		}
+	}
+	c.Process.Kill()
+	c.Wait()
+	e.call(sessionReq("bash_list", "{}", ""))
+	for _, pid := range pids {
+		waitFor(t, 5*time.Second, fmt.Sprintf("pid %d of %v to be stopped", pid, pids), func() bool { return !pidAlive(pid) })
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.stateDir, "calls", "*")); len(left) != 0 {
+		t.Errorf("call records left behind: %v", left)
+	}
+}
+
 func killAll(pids []int) {
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
