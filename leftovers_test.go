@@ -161,7 +161,7 @@ func TestEarlySupervisorKill(t *testing.T) {
 	e := newTestEnv(t, "[background]\nmax_tasks_per_session = 100\n")
 	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
 	defer killInDir(e.workspace)
-	started := 0
+	started, failed := 0, false
 	for i := 1; i <= 50; i++ {
 		done := make(chan result, 1)
 		go func() { done <- e.run(startReq(fmt.Sprintf("sleep 300 & echo $! > bg%d; sleep 300", i), "")) }()
@@ -194,6 +194,9 @@ func TestEarlySupervisorKill(t *testing.T) {
 		switch w := decodeResponse(t, r.stdout); {
 		case w.text() == fmt.Sprintf("started background task bash-%d", i):
 			started++
+		case w.IsError && !failed:
+			golden(t, "start_failed", w.text())
+			failed = true
 		case w.IsError && w.text() == "Error: cannot start the background task: its supervisor exited before the command was running":
 		default:
 			t.Errorf("start %d answered %q", i, w.text())

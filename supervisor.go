@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -107,19 +108,20 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 	return waitReady(readyR, exited)
 }
 
-// waitReady waits for the supervisor's "ok". A copy of its end of the pipe
-// can outlive it (in a command frozen before its exec), so its exit ends
-// the wait too; and the end of the pipe, which comes while it is still
-// exiting, waits for the exit, so that whoever settles the task finds the
+// waitReady waits for the supervisor's answer: "ok", or "error: " and why
+// not. A copy of its end of the pipe can outlive it (in a command frozen
+// before its exec), so its exit ends the wait too; and an answer other
+// than "ok" waits for the exit, so that whoever settles the task finds the
 // supervisor gone.
 func waitReady(r *os.File, exited <-chan struct{}) error {
 	line := make(chan string, 1)
 	go func() {
-		l, _ := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
+		l, _ := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
 		line <- l
 	}()
+	var l string
 	select {
-	case l := <-line:
+	case l = <-line:
 		if l == "ok\n" {
 			return nil
 		}
@@ -129,9 +131,12 @@ func waitReady(r *os.File, exited <-chan struct{}) error {
 		}
 	case <-exited:
 		r.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // for what it wrote before it exited
-		if <-line == "ok\n" {
+		if l = <-line; l == "ok\n" {
 			return nil
 		}
+	}
+	if why, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), "error: "); ok {
+		return errors.New(validText([]byte(why)))
 	}
 	return errors.New("its supervisor exited before the command was running")
 }
@@ -151,30 +156,66 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loading task %q: %w", args[1], err)
 	}
+	answer := answerOnce(stdout)
+	spec, err := t.enlist(stdin)
+	if err != nil {
+		answer("error: " + err.Error())
+		return err
+	}
+	// Once the command has run, or could not, the starter is answered "ok"
+	// (after the status is recorded, when it ended at once).
+	defer answer("ok")
+	final, err := t.supervise(spec, func() { answer("ok") }, abort)
+	if err != nil {
+		answer("error: " + err.Error())
+		return err
+	}
+	return t.recordRetrying(final)
+}
+
+// answerOnce writes the first answer it is given to the ready pipe, and
+// closes it.
+func answerOnce(w io.Writer) func(msg string) {
+	return func(msg string) {
+		if w != nil {
+			io.WriteString(w, msg+"\n")
+			if c, ok := w.(io.Closer); ok {
+				c.Close()
+			}
+			w = nil
+		}
+	}
+}
+
+// enlist puts the supervisor on record, keeps the room for the task's
+// final status and reads the task's spec.
+func (t *task) enlist(stdin io.Reader) (*taskSpec, error) {
 	me := procRecord{PID: os.Getpid(), BootID: bootID()}
 	me.Start, _ = procStartTime(me.PID)
 	if err := writeJSON(filepath.Join(t.dir, "supervisor.json"), &me); err != nil {
-		return err
+		return nil, err
+	}
+	if err := t.reserveStatus(); err != nil {
+		return nil, err
 	}
 	var spec taskSpec
 	if err := json.NewDecoder(io.LimitReader(stdin, 16<<20)).Decode(&spec); err != nil || len(spec.Argv) == 0 {
-		return fmt.Errorf("reading the task spec: %v", err)
+		return nil, fmt.Errorf("reading the task spec: %v", err)
 	}
-	ready := func() {
-		if stdout != nil {
-			io.WriteString(stdout, "ok\n")
-			if c, ok := stdout.(io.Closer); ok {
-				c.Close()
-			}
-			stdout = nil
+	return &spec, nil
+}
+
+// recordRetrying records the final status, and keeps trying while the
+// disk refuses it (the status is kept in memory meanwhile), until it is
+// written or the task is gone.
+func (t *task) recordRetrying(f *taskFinal) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := t.record(f)
+		if err == nil || !fileExists(t.dir) {
+			return err
 		}
+		time.Sleep(wait)
 	}
-	defer ready()
-	final, err := t.supervise(&spec, ready, abort)
-	if err != nil {
-		return err
-	}
-	return t.record(final)
 }
 
 // supervise runs the command and returns its final status.

@@ -15,6 +15,8 @@ package main
 //	tasks/bash-N/cursor, lock     read cursors, under a per-task flock
 //	tasks/bash-N/kill             bash_kill asked for this task to stop
 //	tasks/bash-N/status.json      the final status, written by a rename
+//	tasks/bash-N/status.reserve   room kept for it, so that a full disk
+//	                              cannot keep it from being written
 //	sessions/<key>/tasks/bash-N   the tasks of one owner
 //	sessions/<key>/running/bash-N a task not known to have settled
 //	sessions/<key>/pending/bash-N a completion notice not yet delivered
@@ -194,14 +196,62 @@ func (t *task) settleOrphan() *taskFinal {
 	return &f
 }
 
-// record writes the final status and clears the running mark.
+// record writes the final status and clears the running mark. It fills
+// status.reserve when there is one: written in place and renamed, that
+// needs no room a full disk could refuse.
 func (t *task) record(f *taskFinal) error {
-	if err := writeJSON(filepath.Join(t.dir, "status.json"), f); err != nil {
+	b, err := json.Marshal(f)
+	if err != nil {
 		return err
+	}
+	p := filepath.Join(t.dir, "status.json")
+	if fillReserve(filepath.Join(t.dir, "status.reserve"), b, p) != nil {
+		if err := writeFileAtomic(p, b); err != nil {
+			return err
+		}
 	}
 	stateDir := filepath.Dir(filepath.Dir(t.dir))
 	os.Remove(filepath.Join(sessionDir(stateDir, t.meta.Owner), "running", t.id))
 	return nil
+}
+
+// statusReserveSize is the room kept for a final status.
+const statusReserveSize = 4096
+
+// reserveStatus makes status.reserve, with the room a final status needs.
+func (t *task) reserveStatus() error {
+	p := filepath.Join(t.dir, "status.reserve")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(make([]byte, statusReserveSize))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+	}
+	return err
+}
+
+// fillReserve writes b over the reserve and renames it to p.
+func fillReserve(reserve string, b []byte, p string) error {
+	f, err := os.OpenFile(reserve, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(b)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(reserve, p)
+	}
+	return err
 }
 
 // lockFile takes an exclusive flock, creating the file if need be.
