@@ -133,17 +133,6 @@ func descendants(procs map[int]procStat, root int) map[int]uint64 {
 	return out
 }
 
-// sessionMembers lists the live processes of session sid.
-func sessionMembers(procs map[int]procStat, sid int) map[int]uint64 {
-	out := map[int]uint64{}
-	for pid, s := range procs {
-		if s.sid == sid && !s.zombie {
-			out[pid] = s.start
-		}
-	}
-	return out
-}
-
 // signalProcess sends sig to pid only if it is still the process that
 // started at start: the pidfd pins the process, and the start time read
 // after opening it proves it is the one we mean.

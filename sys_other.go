@@ -38,7 +38,6 @@ func readProcStat(int) (procStat, error)                        { return procSta
 func procStartTime(int) (uint64, error)                         { return 0, nil }
 func scanProcs() map[int]procStat                               { return map[int]procStat{} }
 func descendants(map[int]procStat, int) map[int]uint64          { return map[int]uint64{} }
-func sessionMembers(map[int]procStat, int) map[int]uint64       { return map[int]uint64{} }
 func signalProcess(pid int, _ uint64, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
 func holdsPipe(int, []uint64) bool                              { return false }
 func processAlive(pid int, _ uint64) bool                       { return syscall.Kill(pid, 0) == nil }
