@@ -117,7 +117,8 @@ func TestStatusRetry(t *testing.T) {
 	filler := filepath.Join(e.stateDir, "filler")
 	fill(t, filler) // ...and so is every other
 	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o644)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the output", func() bool { return tailTotal(filepath.Join(dir, "stdout.tail")) == 5 })
+	time.Sleep(300 * time.Millisecond) // for the supervisor to try
 	if fileExists(filepath.Join(dir, "status.json")) {
 		t.Fatal("a status was written on a full disk without its reserve")
 	}
