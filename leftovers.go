@@ -29,6 +29,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -169,6 +170,7 @@ func leftNote(pids []int) string {
 	if len(pids) == 0 {
 		return ""
 	}
+	slices.Sort(pids)
 	var list []string
 	for _, pid := range pids[:min(len(pids), 10)] {
 		list = append(list, strconv.Itoa(pid))
