@@ -114,6 +114,7 @@ func writeResponse(w io.Writer, r *response, textOnly bool) error {
 // response; nothing here ends the process.
 func (inv *invocation) handle(req *request) *response {
 	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
+	inv.stopDeadCalls()
 	var err error
 	if t, ok := lookupTool(req.Name); ok {
 		err = t.handle(inv, req, resp)
@@ -344,10 +345,12 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	stderr := newCapture(inv.cfg.MaxOutputBytes, inv.cfg.MaxSpillBytes, budget, "stderr")
 	resp.holdUntilWritten(stdout.release, stderr.release)
 	outW, errW, endProgress := inv.progress.tee(stdout, stderr)
+	call := inv.trackCall()
+	defer call.done()
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, Subreaper: true,
+		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, Subreaper: true, Track: call.track,
 		WithoutNS: func() ([]string, error) { return p.sandbox.withoutNamespace(p.command) },
 	})
 	endProgress()

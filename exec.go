@@ -43,8 +43,17 @@ type runSpec struct {
 	// Subreaper says this process is a subreaper that runs only this
 	// command, so every descendant of it belongs to the command.
 	Subreaper bool
-	// Started, when set, learns the leader's pid as soon as it exists.
+	// Started, when set, learns the leader's pid once the command runs.
 	Started func(pid int)
+	// FreezeLeader makes the leader stop, not die, when this process dies,
+	// to keep its session id for the cleanup. Only for a process whose own
+	// descriptors nobody waits on: a leader frozen before its exec holds
+	// them all.
+	FreezeLeader bool
+	// Track, when set, records the command's tree (leftovers.go) before
+	// the command exists, and again once its leader does. An error the
+	// first time keeps the command from starting.
+	Track func(tree *treeRecord) error
 }
 
 // runOutcome is how a command ended.
@@ -93,6 +102,13 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 	for i, f := range childEnds {
 		fds[i] = f.Fd()
 	}
+	var tree *treeRecord
+	if spec.Track != nil {
+		tree = newTreeRecord(childEnds[1:])
+		if err := spec.Track(tree); err != nil {
+			return nil, &errStart{err}
+		}
+	}
 	pid, err := forkLauncher(spec, fds)
 	for _, f := range childEnds {
 		f.Close()
@@ -103,6 +119,11 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 			err = rerr // not the command: bashcall itself is out of reach
 		}
 		return nil, &errStart{err}
+	}
+	if tree != nil {
+		tree.PID = pid
+		tree.Start, _ = procStartTime(pid)
+		spec.Track(tree)
 	}
 	r := &execution{spec: spec, pid: pid, outDone: pump(parentEnds[0], spec.Stdout), errDone: pump(parentEnds[1], spec.Stderr)}
 	var status launcherStatus
@@ -132,7 +153,7 @@ func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 	for {
 		undo := prepareFork(spec.NS)
 		pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
-			Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: launcherSysProcAttr(spec.NS),
+			Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: launcherSysProcAttr(spec.NS, spec.FreezeLeader),
 		})
 		undo()
 		if err == nil || spec.NS == nsNone || spec.WithoutNS == nil || !namespaceRefused(err) {

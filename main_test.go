@@ -48,7 +48,10 @@ func TestMain(m *testing.M) {
 
 	code := m.Run()
 	os.RemoveAll(testBase)
-	if dir := os.Getenv("BASHCALL_TEST_COPY"); dir != "" && strings.HasPrefix(filepath.Base(dir), "bashcall-test-bin-") {
+	// Only the relocated process itself (exec keeps its pid) removes the
+	// copy: test binaries it re-executes inherit the variables.
+	if dir := os.Getenv("BASHCALL_TEST_COPY"); dir != "" && strings.HasPrefix(filepath.Base(dir), "bashcall-test-bin-") &&
+		os.Getenv("BASHCALL_TEST_COPY_OWNER") == fmt.Sprint(os.Getpid()) {
 		os.RemoveAll(dir)
 	}
 	os.Exit(code)
@@ -78,7 +81,7 @@ func relocate() {
 		return
 	}
 	// The copy removes its directory when it is done (TestMain).
-	env := append(os.Environ(), "BASHCALL_TEST_COPY="+dir)
+	env := append(os.Environ(), "BASHCALL_TEST_COPY="+dir, fmt.Sprintf("BASHCALL_TEST_COPY_OWNER=%d", os.Getpid()))
 	err = syscall.Exec(dst, append([]string{dst}, os.Args[1:]...), env)
 	os.RemoveAll(dir)
 	fmt.Fprintln(os.Stderr, "relocating the test binary:", err)
@@ -251,14 +254,13 @@ func sessionReq(tool, args, session string) string {
 func (e *testEnv) stopTasks() {
 	dirs, _ := filepath.Glob(filepath.Join(e.stateDir, "tasks", "bash-*"))
 	for _, d := range dirs {
-		for _, f := range []string{"supervisor.json", "command.json"} {
-			var p procRecord
-			if readJSON(filepath.Join(d, f), &p) == nil && p.alive() {
-				if f == "command.json" {
-					stopSession(p.PID, p.Start)
-				}
-				signalProcess(p.PID, p.Start, syscall.SIGKILL)
-			}
+		var sup procRecord
+		if readJSON(filepath.Join(d, "supervisor.json"), &sup) == nil && sup.alive() {
+			signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
+		}
+		var cmd treeRecord
+		if readJSON(filepath.Join(d, "command.json"), &cmd) == nil {
+			cmd.stop()
 		}
 	}
 }

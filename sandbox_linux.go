@@ -336,8 +336,8 @@ func rootIsMount() bool {
 // launcherSysProcAttr is childSysProcAttr plus the launcher's namespace.
 // In a user namespace the command keeps its own uid and gid; other users'
 // files show as the overflow id (nobody).
-func launcherSysProcAttr(ns nsKind) *syscall.SysProcAttr {
-	a := childSysProcAttr()
+func launcherSysProcAttr(ns nsKind, freeze bool) *syscall.SysProcAttr {
+	a := childSysProcAttr(freeze)
 	switch ns {
 	case nsMount:
 		a.Unshareflags = syscall.CLONE_NEWNS

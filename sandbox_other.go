@@ -26,7 +26,7 @@ func runLauncher(args []string) error {
 func mountNamespace() nsKind { return nsNone }
 
 // launcherSysProcAttr is childSysProcAttr: no namespaces here.
-func launcherSysProcAttr(nsKind) *syscall.SysProcAttr { return childSysProcAttr() }
+func launcherSysProcAttr(_ nsKind, freeze bool) *syscall.SysProcAttr { return childSysProcAttr(freeze) }
 
 // hardenProcess marks inherited descriptors close-on-exec, as far as
 // /dev/fd lists them.

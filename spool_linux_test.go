@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,23 +96,4 @@ func mountSmallTmpfs(t *testing.T, e *testEnv, size string) (string, int) {
 		t.Skipf("cannot mount a tmpfs in a mount namespace")
 	}
 	return dir, holder.Process.Pid
-}
-
-// fill writes p until the filesystem is full.
-func fill(t *testing.T, p string) {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
 }

@@ -74,7 +74,14 @@ func lastLine(t *task, name string) string {
 
 // failStart settles a task that could not start, unless its supervisor
 // already did: killed, the reason on its stderr and in its status note.
+// The streams are opened before the task's lock is taken, since opening
+// them takes that lock too.
 func (t *task) failStart(reason error) {
+	outs, outsErr := openTaskStreams(t)
+	if outsErr == nil {
+		defer outs[0].close()
+		defer outs[1].close()
+	}
 	unlock, err := lockFile(filepath.Join(t.dir, "lock"))
 	if err != nil {
 		return
@@ -83,10 +90,21 @@ func (t *task) failStart(reason error) {
 	if fileExists(filepath.Join(t.dir, "status.json")) {
 		return
 	}
-	if outs, err := openTaskStreams(t); err == nil {
+	if outsErr == nil {
 		fmt.Fprintf(outs[1], "bashcall: cannot start the background task: %v\n", reason)
-		outs[0].close()
-		outs[1].close()
 	}
 	t.record(&taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "could not start: " + reason.Error()})
+}
+
+// stopLeftovers stops what of the command did start, once its supervisor
+// is gone (the rule of leftovers.go: only what provably belongs to it).
+func (t *task) stopLeftovers() {
+	var sup procRecord
+	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
+		return
+	}
+	var cmd treeRecord
+	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
+		cmd.stop()
+	}
 }

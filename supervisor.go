@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -29,17 +30,17 @@ const supervisorArg = "__supervise"
 // taskSpec is what the starter hands the supervisor through a pipe, so
 // that the command's environment never touches the disk.
 type taskSpec struct {
-	Argv     []string     `json:"argv"`
-	Dir      string       `json:"dir"`
-	Env      []string     `json:"env"`
-	Launcher bool         `json:"launcher"`
-	NS       nsKind       `json:"ns,omitempty"`
-	Guard    *gitGuard    `json:"guard,omitempty"`
+	Argv     []string  `json:"argv"`
+	Dir      string    `json:"dir"`
+	Env      []string  `json:"env"`
+	Launcher bool      `json:"launcher"`
+	NS       nsKind    `json:"ns,omitempty"`
+	Guard    *gitGuard `json:"guard,omitempty"`
 	// Plan and Command let the supervisor re-plan without a namespace
 	// when the kernel refuses one (see forkLauncher).
 	Plan    *sandboxPlan `json:"plan,omitempty"`
 	Command []string     `json:"command,omitempty"`
-	Sandbox  sandboxFacts `json:"sandbox"`
+	Sandbox sandboxFacts `json:"sandbox"`
 }
 
 // backgroundResult is the structuredContent of a background start.
@@ -62,6 +63,7 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 	spec := &taskSpec{Argv: p.argv, Dir: p.workdir, Env: p.env, Launcher: p.sandbox.confined(), NS: p.sandbox.NS,
 		Guard: p.sandbox.Guard, Plan: p.sandbox, Command: p.command, Sandbox: p.sandbox.Facts}
 	if err := inv.spawnSupervisor(t, spec); err != nil {
+		t.stopLeftovers() // whatever of the command did start
 		t.failStart(err)
 		inv.consumeNotice(t) // this error response is its notice
 		return toolErrorf("cannot start the background task: %v", err)
@@ -102,14 +104,56 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 		}
 		return fmt.Errorf("starting the supervisor: %w", err)
 	}
-	// A failed write is the supervisor's death, which it explains.
-	json.NewEncoder(specW).Encode(spec)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			if _, err := syscall.Wait4(pid, nil, 0, nil); err != syscall.EINTR {
+				return
+			}
+		}
+	}()
+	if err := json.NewEncoder(specW).Encode(spec); err != nil {
+		return fmt.Errorf("handing the task to its supervisor: %w", err)
+	}
 	specW.Close()
-	line, _ := bufio.NewReader(io.LimitReader(readyR, 64)).ReadString('\n')
-	if line != "ok\n" {
-		return t.supervisorDeath(pid)
+	if err := waitReady(readyR, exited); err != nil {
+		return err
 	}
 	return t.notStarted()
+}
+
+// waitReady waits for the supervisor's answer: "ok", or "error: " and why
+// not. A copy of its end of the pipe can outlive it (in a command frozen
+// before its exec), so its exit ends the wait too; and an answer other
+// than "ok" waits for the exit, so that whoever settles the task finds the
+// supervisor gone.
+func waitReady(r *os.File, exited <-chan struct{}) error {
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+		line <- l
+	}()
+	var l string
+	select {
+	case l = <-line:
+		if l == "ok\n" {
+			return nil
+		}
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+		}
+	case <-exited:
+		r.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // for what it wrote before it exited
+		if l = <-line; l == "ok\n" {
+			return nil
+		}
+	}
+	if why, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), "error: "); ok {
+		return errors.New("the supervisor exited before the command started: " + validText([]byte(why)))
+	}
+	return errors.New("the supervisor exited before the command started")
 }
 
 // runSupervisor is bashcall re-executed as "__supervise STATEDIR ID", with
@@ -127,33 +171,69 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loading task %q: %w", args[1], err)
 	}
+	answer := answerOnce(stdout)
+	spec, err := t.enlist(stdin)
+	if err != nil {
+		answer("error: " + err.Error())
+		return err
+	}
+	// Once the command has run, or could not, the starter is answered "ok"
+	// (after the status is recorded, when it ended at once).
+	defer answer("ok")
+	final, err := t.supervise(spec, func() { answer("ok") }, abort)
+	if err != nil {
+		answer("error: " + err.Error())
+		return err
+	}
+	return t.recordRetrying(final)
+}
+
+// answerOnce writes the first answer it is given to the ready pipe, and
+// closes it.
+func answerOnce(w io.Writer) func(msg string) {
+	return func(msg string) {
+		if w != nil {
+			io.WriteString(w, msg+"\n")
+			if c, ok := w.(io.Closer); ok {
+				c.Close()
+			}
+			w = nil
+		}
+	}
+}
+
+// enlist puts the supervisor on record, keeps the room for the task's
+// final status and reads the task's spec.
+func (t *task) enlist(stdin io.Reader) (*taskSpec, error) {
 	me := procRecord{PID: os.Getpid(), BootID: bootID()}
 	me.Start, _ = procStartTime(me.PID)
 	if err := writeJSON(filepath.Join(t.dir, "supervisor.json"), &me); err != nil {
-		return err
+		return nil, err
+	}
+	if err := t.reserveStatus(); err != nil {
+		return nil, err
 	}
 	var spec taskSpec
 	if err := json.NewDecoder(io.LimitReader(stdin, 16<<20)).Decode(&spec); err != nil {
-		return fmt.Errorf("reading the task spec: %w", err)
+		return nil, fmt.Errorf("reading the task spec: %w", err)
 	}
 	if len(spec.Argv) == 0 {
-		return errors.New("the task spec names no command")
+		return nil, errors.New("the task spec names no command")
 	}
-	ready := func() {
-		if stdout != nil {
-			io.WriteString(stdout, "ok\n")
-			if c, ok := stdout.(io.Closer); ok {
-				c.Close()
-			}
-			stdout = nil
+	return &spec, nil
+}
+
+// recordRetrying records the final status, and keeps trying while the
+// disk refuses it (the status is kept in memory meanwhile), until it is
+// written or the task is gone.
+func (t *task) recordRetrying(f *taskFinal) error {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := t.record(f)
+		if err == nil || !fileExists(t.dir) {
+			return err
 		}
+		time.Sleep(wait)
 	}
-	defer ready()
-	final, err := t.supervise(&spec, ready, abort)
-	if err != nil {
-		return err
-	}
-	return t.record(final)
 }
 
 // supervise runs the command and returns its final status.
@@ -170,7 +250,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
 		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
-		Launcher: spec.Launcher, NS: spec.NS, Subreaper: true,
+		Launcher: spec.Launcher, NS: spec.NS, Subreaper: true, FreezeLeader: true,
 		WithoutNS: func() ([]string, error) {
 			if spec.Plan == nil {
 				return nil, errors.New("no plan to start the task without a namespace")
@@ -179,11 +259,9 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 			spec.Guard = spec.Plan.Guard
 			return argv, err
 		},
-		Started: func(pid int) {
-			rec := procRecord{PID: pid, BootID: bootID()}
-			rec.Start, _ = procStartTime(pid)
-			writeJSON(filepath.Join(t.dir, "command.json"), &rec)
-			ready()
+		Started: func(int) { ready() },
+		Track: func(tree *treeRecord) error {
+			return writeJSON(filepath.Join(t.dir, "command.json"), tree)
 		},
 	})
 	final := &taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Sandbox: &spec.Sandbox}

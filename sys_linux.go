@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,8 +18,13 @@ import (
 )
 
 // childSysProcAttr starts a command in a new session (so in its own process
-// group, with no controlling terminal) that dies with its parent thread.
-func childSysProcAttr() *syscall.SysProcAttr {
+// group, with no controlling terminal) that dies with its parent thread,
+// or, with freeze, stops: a frozen leader keeps its pid, so its session id,
+// from being reused until whoever cleans up has used it (leftovers.go).
+func childSysProcAttr(freeze bool) *syscall.SysProcAttr {
+	if freeze {
+		return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGSTOP}
+	}
 	return &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 }
 
@@ -64,6 +71,7 @@ func growPipe(f *os.File) {
 type procStat struct {
 	ppid, pgid, sid int
 	start           uint64 // clock ticks after boot
+	state           byte   // R, S, D, T, Z...
 	zombie          bool
 }
 
@@ -83,7 +91,8 @@ func readProcStat(pid int) (procStat, error) {
 		return procStat{}, errors.New("malformed /proc stat")
 	}
 	var s procStat
-	s.zombie = f[0][0] == 'Z' || f[0][0] == 'X'
+	s.state = f[0][0]
+	s.zombie = s.state == 'Z' || s.state == 'X'
 	s.ppid, _ = strconv.Atoi(string(f[1]))
 	s.pgid, _ = strconv.Atoi(string(f[2]))
 	s.sid, _ = strconv.Atoi(string(f[3]))
@@ -140,17 +149,6 @@ func descendants(procs map[int]procStat, root int) map[int]uint64 {
 	return out
 }
 
-// sessionMembers lists the live processes of session sid.
-func sessionMembers(procs map[int]procStat, sid int) map[int]uint64 {
-	out := map[int]uint64{}
-	for pid, s := range procs {
-		if s.sid == sid && !s.zombie {
-			out[pid] = s.start
-		}
-	}
-	return out
-}
-
 // signalProcess sends sig to pid only if it is still the process that
 // started at start: the pidfd pins the process, and the start time read
 // after opening it proves it is the one we mean.
@@ -164,6 +162,32 @@ func signalProcess(pid int, start uint64, sig syscall.Signal) error {
 		return unix.ESRCH
 	}
 	return unix.PidfdSendSignal(fd, sig, nil, 0)
+}
+
+// holdsPipe reports whether pid has a descriptor open on one of the pipes
+// with the given inode numbers (/proc/PID/fd/N reads "pipe:[INODE]").
+func holdsPipe(pid int, inodes []uint64) bool {
+	if len(inodes) == 0 {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
+	d, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		link, err := os.Readlink(dir + n)
+		ino, ok := strings.CutPrefix(link, "pipe:[")
+		if err != nil || !ok {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSuffix(ino, "]"), 10, 64); err == nil && slices.Contains(inodes, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // processAlive reports whether pid is still the process started at start

@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-func childSysProcAttr() *syscall.SysProcAttr    { return &syscall.SysProcAttr{Setsid: true} }
-func detachedSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+func childSysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
+func detachedSysProcAttr() *syscall.SysProcAttr  { return &syscall.SysProcAttr{Setsid: true} }
 
 func setSubreaper() error { return nil }
 
@@ -42,6 +42,7 @@ func reexecError(err error) error {
 type procStat struct {
 	ppid, pgid, sid int
 	start           uint64
+	state           byte
 	zombie          bool
 }
 
@@ -49,8 +50,8 @@ func readProcStat(int) (procStat, error)                        { return procSta
 func procStartTime(int) (uint64, error)                         { return 0, nil }
 func scanProcs() map[int]procStat                               { return map[int]procStat{} }
 func descendants(map[int]procStat, int) map[int]uint64          { return map[int]uint64{} }
-func sessionMembers(map[int]procStat, int) map[int]uint64       { return map[int]uint64{} }
 func signalProcess(pid int, _ uint64, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
+func holdsPipe(int, []uint64) bool                              { return false }
 func processAlive(pid int, _ uint64) bool                       { return syscall.Kill(pid, 0) == nil }
 func bootID() string                                            { return "" }
 

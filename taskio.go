@@ -3,14 +3,13 @@ package main
 // A task's output on disk, and the tools that read, kill and list tasks.
 //
 // Each stream has a complete copy (NAME.log) while it stays within
-// max_spill_bytes, and a tail file (NAME.tail): a 16-byte header holding
-// the stream's total length and the ring's capacity, then a ring of twice
-// max_output_bytes where byte n of the stream lives at n % capacity. Only
-// the supervisor writes; it writes the data before the new total, so a
-// reader that reads the total, then the ring, then the total again knows
-// which bytes may have been overwritten meanwhile. A read costs what it
-// returns, never what the task wrote before, and a task printing forever
-// keeps at most max_spill_bytes plus the ring per stream on disk.
+// max_spill_bytes, and a tail file (NAME.tail, see ring.go) holding the
+// newest twice max_output_bytes of it. Only the supervisor writes them. A
+// read costs what it returns, never what the task wrote before, and a task
+// printing forever keeps at most max_spill_bytes plus the ring per stream
+// on disk. The ring, the read cursors and the lock are created with their
+// space when the task starts, so that a disk that fills later loses the
+// complete copy, never what a read returns or where it stands.
 
 import (
 	"encoding/binary"
@@ -21,11 +20,9 @@ import (
 	"unicode/utf8"
 )
 
-const tailHeader = 16
-
 // diskStream is the supervisor's writer for one stream.
 type diskStream struct {
-	ring     *os.File
+	ring     *tailRing
 	capacity int64
 	total    int64
 	full     *spillFile // nil once the complete copy is given up
@@ -39,9 +36,13 @@ func openTaskStreams(t *task) ([2]*diskStream, error) {
 	for i, name := range []string{"stdout", "stderr"} {
 		d := &diskStream{capacity: 2 * t.meta.MaxOutputBytes, spillMax: t.meta.MaxSpillBytes,
 			last: newTail(int(t.meta.MaxOutputBytes))}
-		var err error
 		flags := os.O_RDWR | os.O_CREATE | os.O_EXCL | syscall.O_NOFOLLOW
-		if d.ring, err = os.OpenFile(filepath.Join(t.dir, name+".tail"), flags, 0o600); err != nil {
+		ring, err := os.OpenFile(filepath.Join(t.dir, name+".tail"), flags, 0o600)
+		if err != nil {
+			return s, err
+		}
+		if d.ring, err = newTailRing(ring, d.capacity); err != nil {
+			ring.Close()
 			return s, err
 		}
 		fullPath := filepath.Join(t.dir, name+".log")
@@ -50,14 +51,16 @@ func openTaskStreams(t *task) ([2]*diskStream, error) {
 			return s, err
 		}
 		d.full, _ = taskSpillCap(t).adopt(full, fullPath) // nil: no complete copy
-		var hdr [tailHeader]byte
-		binary.LittleEndian.PutUint64(hdr[8:], uint64(d.capacity))
-		if _, err := d.ring.WriteAt(hdr[:], 0); err != nil {
-			return s, err
-		}
 		s[i] = d
 	}
-	return s, nil
+	if err := writeCursors(t, [2]int64{}); err != nil {
+		return s, err
+	}
+	unlock, err := lockFile(filepath.Join(t.dir, "lock"))
+	if err == nil {
+		unlock()
+	}
+	return s, err
 }
 
 // Write never fails: a full disk loses the complete copy, not the command.
@@ -65,21 +68,8 @@ func (d *diskStream) Write(p []byte) (int, error) {
 	if d.full != nil && (d.total+int64(len(p)) > d.spillMax || d.full.write(p) != nil) {
 		d.dropFull()
 	}
-	q, off := p, d.total
-	if int64(len(q)) > d.capacity {
-		off += int64(len(q)) - d.capacity
-		q = q[int64(len(q))-d.capacity:]
-	}
-	for len(q) > 0 {
-		pos := off % d.capacity
-		n := min(int64(len(q)), d.capacity-pos)
-		d.ring.WriteAt(q[:n], tailHeader+pos)
-		q, off = q[n:], off+n
-	}
+	d.ring.write(p)
 	d.total += int64(len(p))
-	var hdr [8]byte
-	binary.LittleEndian.PutUint64(hdr[:], uint64(d.total))
-	d.ring.WriteAt(hdr[:], 0)
 	d.last.write(p)
 	return len(p), nil
 }
@@ -93,52 +83,7 @@ func (d *diskStream) tailBytes() []byte { return d.last.bytes() }
 
 func (d *diskStream) close() {
 	d.full.release()
-	d.ring.Close()
-}
-
-// streamRead is what one read of one stream found.
-type streamRead struct {
-	data  []byte
-	next  int64 // the cursor after this read
-	lossy bool
-}
-
-// readTaskStream returns the bytes after cursor, at most limit of them (the
-// newest): whatever else is unread is dropped and the read is lossy.
-func readTaskStream(p string, cursor, limit int64) streamRead {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return streamRead{next: cursor}
-	}
-	defer f.Close()
-	total, capacity := readTailHeader(f)
-	if capacity <= 0 || cursor >= total {
-		return streamRead{next: max(cursor, total)}
-	}
-	lo := cursor
-	if total-lo > min(limit, capacity) {
-		lo = total - min(limit, capacity)
-	}
-	data := make([]byte, total-lo)
-	for off := lo; off < total; {
-		pos := off % capacity
-		n := min(total-off, capacity-pos)
-		f.ReadAt(data[off-lo:off-lo+n], tailHeader+pos)
-		off += n
-	}
-	if now, _ := readTailHeader(f); now-capacity > lo {
-		cut := min(now-capacity-lo, int64(len(data)))
-		data, lo = data[cut:], lo+cut
-	}
-	return streamRead{data: data, next: total, lossy: lo > cursor}
-}
-
-func readTailHeader(f *os.File) (total, capacity int64) {
-	var hdr [tailHeader]byte
-	if _, err := f.ReadAt(hdr[:], 0); err != nil {
-		return 0, 0
-	}
-	return int64(binary.LittleEndian.Uint64(hdr[:8])), int64(binary.LittleEndian.Uint64(hdr[8:]))
+	d.ring.f.Close()
 }
 
 // holdBackPartialRune keeps an incomplete UTF-8 character at the end of a

@@ -7,12 +7,16 @@ package main
 //	lock, next-id                 the id counter, taken under an flock
 //	tasks/bash-N/task.json        what was started, by whom (an owner key)
 //	tasks/bash-N/supervisor.json  the supervisor's pid, start time and boot
-//	tasks/bash-N/command.json     the command's pid and start time
+//	tasks/bash-N/command.json     the command's tree (leftovers.go): written
+//	                              before the command exists, then with its
+//	                              leader's pid and start time
 //	tasks/bash-N/{stdout,stderr}.log   complete copies, up to max_spill_bytes
 //	tasks/bash-N/{stdout,stderr}.tail  bounded tails (see taskio.go)
 //	tasks/bash-N/cursor, lock     read cursors, under a per-task flock
 //	tasks/bash-N/kill             bash_kill asked for this task to stop
 //	tasks/bash-N/status.json      the final status, written by a rename
+//	tasks/bash-N/status.reserve   room kept for it, so that a full disk
+//	                              cannot keep it from being written
 //	sessions/<key>/tasks/bash-N   the tasks of one owner
 //	sessions/<key>/running/bash-N a task not known to have settled
 //	sessions/<key>/pending/bash-N a completion notice not yet delivered
@@ -20,7 +24,8 @@ package main
 //
 // Status is the truth: a task with no status.json whose supervisor is gone
 // (SIGKILL, OOM, reboot) is settled as killed by whoever looks next, after
-// stopping what is left of its command.
+// stopping what provably is left of its command; its note names what it
+// had to leave alone.
 
 import (
 	"encoding/json"
@@ -189,43 +194,73 @@ func (t *task) settleOrphan() *taskFinal {
 	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
 		return nil // it recorded itself after all
 	}
-	var cmd procRecord
-	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() {
-		stopSession(cmd.PID, cmd.Start)
+	var cmd treeRecord
+	var left []int
+	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
+		left = cmd.stop()
 	}
-	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "the supervisor exited without recording how the command ended"}
+	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(),
+		Note: "the supervisor exited without recording how the command ended" + leftNote(left)}
 	t.record(&f)
 	return &f
 }
 
-// record writes the final status and clears the running mark.
+// record writes the final status and clears the running mark. It fills
+// status.reserve when there is one: written in place and renamed, that
+// needs no room a full disk could refuse.
 func (t *task) record(f *taskFinal) error {
-	if err := writeJSON(filepath.Join(t.dir, "status.json"), f); err != nil {
+	b, err := json.Marshal(f)
+	if err != nil {
 		return err
+	}
+	p := filepath.Join(t.dir, "status.json")
+	if fillReserve(filepath.Join(t.dir, "status.reserve"), b, p) != nil {
+		if err := writeFileAtomic(p, b); err != nil {
+			return err
+		}
 	}
 	stateDir := filepath.Dir(filepath.Dir(t.dir))
 	os.Remove(filepath.Join(sessionDir(stateDir, t.meta.Owner), "running", t.id))
 	return nil
 }
 
-// sessionLeft lists what is left of the session that the recorded
-// command led. A session id is the leader's pid, which another process
-// could hold by now: if one does, with another start time, the session is
-// not ours and nothing is returned. While any member lives, the kernel
-// hands out neither its session id nor its pid.
-func sessionLeft(leader int, start uint64) map[int]uint64 {
-	procs := scanProcs()
-	if s, ok := procs[leader]; ok && s.start != start {
-		return nil
+// statusReserveSize is the room kept for a final status.
+const statusReserveSize = 4096
+
+// reserveStatus makes status.reserve, with the room a final status needs.
+func (t *task) reserveStatus() error {
+	p := filepath.Join(t.dir, "status.reserve")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
 	}
-	return sessionMembers(procs, leader)
+	_, err = f.Write(make([]byte, statusReserveSize))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(p)
+	}
+	return err
 }
 
-// stopSession kills, at once, what is left of the command's session.
-func stopSession(leader int, start uint64) {
-	for pid, st := range sessionLeft(leader, start) {
-		signalProcess(pid, st, syscall.SIGKILL)
+// fillReserve writes b over the reserve and renames it to p.
+func fillReserve(reserve string, b []byte, p string) error {
+	f, err := os.OpenFile(reserve, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
 	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(b)))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(reserve, p)
+	}
+	return err
 }
 
 // lockFile takes an exclusive flock, creating the file if need be.
@@ -349,6 +384,14 @@ func (inv *invocation) recordOwnership(t *task) error {
 		f.Close()
 	}
 	return nil
+}
+
+// disown takes a task that never started off its owner's lists: its id
+// was never handed out, so it is not listed and no notice is due.
+func (inv *invocation) disown(t *task) {
+	for _, sub := range []string{"tasks", "running", "pending"} {
+		os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, t.id))
+	}
 }
 
 // consumeNotice removes a pending notice; true for the one caller that

@@ -216,6 +216,7 @@ func TestVanishedSupervisor(t *testing.T) {
 		pidFile := filepath.Join(e.workspace, "escaped")
 		id := e.start("setsid sleep 300 & echo $! > escaped; sleep 300", "A")
 		escaped := readPIDs(t, pidFile)
+		defer killAll(escaped)
 		sup := e.procOf(id, "supervisor")
 		syscall.Kill(sup.PID, syscall.SIGKILL)
 		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
@@ -224,15 +225,30 @@ func TestVanishedSupervisor(t *testing.T) {
 		}
 		cmd := e.procOf(id, "command")
 		waitFor(t, 5*time.Second, "the orphaned command to be stopped", func() bool { return !cmd.alive() })
-		for _, pid := range escaped {
-			if pidAlive(pid) {
-				t.Logf("a setsid escapee of a vanished supervisor (pid %d) cannot be found; killing it here", pid)
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
+		// The escapee left the session, but not the output pipes.
+		waitFor(t, 5*time.Second, "the setsid escapee to be stopped", func() bool { return !pidAlive(escaped[0]) })
+	})
+	t.Run("redirected_member", func(t *testing.T) {
+		// A member that holds no output pipe is proven the task's by the
+		// leader, which stops, and so keeps its session id, when the
+		// supervisor dies.
+		id := e.start("sleep 300 > /dev/null 2>&1 & echo $! > quiet; wait", "A")
+		quiet := readPIDs(t, filepath.Join(e.workspace, "quiet"))
+		defer killAll(quiet)
+		sup, cmd := e.procOf(id, "supervisor"), e.procOf(id, "command")
+		syscall.Kill(sup.PID, syscall.SIGKILL)
+		waitFor(t, 5*time.Second, "the leader to stop", func() bool {
+			s, err := readProcStat(cmd.PID)
+			return err == nil && s.state == 'T'
+		})
+		if got := e.call(sessionReq("bash_list", "{}", "A")).text(); !strings.Contains(got, id+" killed") {
+			t.Errorf("list = %q", got)
 		}
+		waitFor(t, 5*time.Second, "the quiet member to be stopped", func() bool { return !pidAlive(quiet[0]) })
+		waitFor(t, 5*time.Second, "the leader to be stopped", func() bool { return !cmd.alive() })
 	})
 	t.Run("kill_after_supervisor", func(t *testing.T) {
-		// The shell dies with its supervisor; the sleep in its group lives on.
+		// The shell stops with its supervisor; the sleep in its group lives on.
 		id := e.start("sleep 300 & echo $! > member; wait", "A")
 		member := readPIDs(t, filepath.Join(e.workspace, "member"))[0]
 		sup := e.procOf(id, "supervisor")

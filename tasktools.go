@@ -144,15 +144,15 @@ func (t *task) killable() bool {
 	if fileExists(filepath.Join(t.dir, "status.json")) {
 		return false
 	}
-	var sup, cmd procRecord
+	var sup procRecord
+	var cmd treeRecord
 	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) != nil {
 		return t.meta.Starter.alive()
 	}
 	if sup.alive() {
 		return true
 	}
-	return readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() &&
-		len(sessionLeft(cmd.PID, cmd.Start)) > 0
+	return readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.anyLeft()
 }
 
 // stop asks the supervisor to stop the task and waits for the status it
@@ -174,9 +174,9 @@ func (t *task) stop() {
 		}
 		signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
 	}
-	var cmd procRecord
-	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.BootID == bootID() {
-		stopSession(cmd.PID, cmd.Start)
+	var cmd treeRecord
+	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
+		cmd.stop()
 	}
 	for deadline := time.Now().Add(time.Second); sup.alive() && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)

@@ -1,0 +1,135 @@
+package main
+
+// Foreground calls on record: calls/PID-START.json is the call that the
+// bashcall process PID, started at START, is answering. It is written
+// before the command exists (its tree's pipes, leftovers.go), updated with
+// the leader once there is one, and removed when the call ends with
+// nothing left running. Every invocation looks at the records first: one
+// whose bashcall is gone (SIGKILL, OOM) has its tree stopped, like an
+// orphaned task's, and is removed.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// callRecord is the content of a call record.
+type callRecord struct {
+	Caller procRecord `json:"caller"`
+	Tree   treeRecord `json:"tree"`
+}
+
+// callTracker writes this call's record. A nil one records nothing: a
+// state dir without room for the record must not keep a call from running
+// (it may be the call that frees the room).
+type callTracker struct {
+	f    *os.File
+	path string
+	me   procRecord
+	size int
+}
+
+func (inv *invocation) callsDir() string { return filepath.Join(inv.stateDir, "calls") }
+
+// trackCall creates this call's record, empty until the command starts.
+func (inv *invocation) trackCall() *callTracker {
+	c := &callTracker{me: procRecord{PID: os.Getpid(), BootID: bootID()}}
+	var err error
+	if c.me.Start, err = procStartTime(c.me.PID); err != nil {
+		return nil // a record that names no start time would look dead
+	}
+	dir, err := privateDir(inv.callsDir())
+	if err != nil {
+		return nil
+	}
+	c.path = filepath.Join(dir, fmt.Sprintf("%d-%d.json", c.me.PID, c.me.Start))
+	if c.f, err = os.OpenFile(c.path, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err != nil {
+		return nil
+	}
+	return c
+}
+
+// track records the tree, in place: the record is written before the
+// command exists and again once its leader does, and never grows shorter.
+func (c *callTracker) track(tree *treeRecord) error {
+	if c == nil {
+		return nil
+	}
+	b, err := jsonLine(&callRecord{Caller: c.me, Tree: *tree})
+	if err != nil {
+		return err
+	}
+	for len(b) < c.size {
+		b = append(b[:len(b)-1], ' ', '\n')
+	}
+	c.size = len(b)
+	c.f.WriteAt(b, 0)
+	return nil
+}
+
+// done removes the record once nothing of the call runs.
+func (c *callTracker) done() {
+	if c != nil {
+		os.Remove(c.path)
+		c.f.Close()
+	}
+}
+
+// stopDeadCalls stops what is left of the calls whose bashcall is gone.
+func (inv *invocation) stopDeadCalls() {
+	d, err := os.Open(inv.callsDir())
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		if caller, ok := parseCallName(n); ok && !caller.alive() {
+			stopDeadCall(filepath.Join(inv.callsDir(), n))
+		}
+	}
+}
+
+// parseCallName reads the caller out of a record's name.
+func parseCallName(name string) (procRecord, bool) {
+	pid, start, ok := strings.Cut(strings.TrimSuffix(name, ".json"), "-")
+	p := procRecord{BootID: bootID()}
+	var err1, err2 error
+	p.PID, err1 = strconv.Atoi(pid)
+	p.Start, err2 = strconv.ParseUint(start, 10, 64)
+	return p, ok && strings.HasSuffix(name, ".json") && err1 == nil && err2 == nil
+}
+
+// stopDeadCall stops the tree of one dead call and removes its record,
+// unless another invocation is at it.
+func stopDeadCall(p string) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil || st.Nlink == 0 {
+		return // removed meanwhile
+	}
+	// An empty record is a caller that died before its command existed.
+	var rec callRecord
+	if readJSON(p, &rec) == nil {
+		rec.Tree.stop()
+	}
+	os.Remove(p)
+}
+
+// jsonLine is v as one line of JSON.
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountTmpfs mounts a tmpfs of size bytes on dir (made if missing), for a
+// test running in its own mount namespace.
+func mountTmpfs(t *testing.T, dir string, size int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+}
+
+// fill writes p until its filesystem is full.
+func fill(t *testing.T, p string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatal(err)
+	}
+	if f == nil {
+		return
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// tailTotal is how much of a stream its tail file has seen.
+func tailTotal(p string) int64 {
+	f, err := os.Open(p)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	total, _ := readTailHeader(f)
+	return total
+}
+
+// TestFullStateDisk: a state dir that fills while a task runs costs the
+// complete copy of its output, said so as "(unavailable)", never the bytes
+// a read returns (no zeros where the disk refused a write) nor the truth
+// of its status; a foreground call still runs.
+func TestFullStateDisk(t *testing.T) {
+	if !inNamespace(t, "--mount") {
+		return
+	}
+	e := newTestEnv(t, "")
+	mountTmpfs(t, e.stateDir, 5<<20)
+	t.Cleanup(e.stopTasks) // before the unmount
+	id := e.start("printf start; until [ -e go ]; do sleep 0.01; done; seq 1 100000; until [ -e go2 ]; do sleep 0.01; done", "A")
+	tail := filepath.Join(e.stateDir, "tasks", id, "stdout.tail")
+	waitFor(t, 10*time.Second, "the first output", func() bool { return tailTotal(tail) == 5 })
+	if got := e.call(outputReq(id, "A", "")).text(); got != "start\n[status: running]" {
+		t.Errorf("first read = %q", got)
+	}
+	fill(t, filepath.Join(e.stateDir, "filler-1"))
+	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o644)
+	var want strings.Builder
+	want.WriteString("start")
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintln(&want, i)
+	}
+	waitFor(t, 10*time.Second, "all the output", func() bool { return tailTotal(tail) == int64(want.Len()) })
+	fill(t, filepath.Join(e.stateDir, "filler-2")) // what the dropped complete copy gave back
+	os.WriteFile(filepath.Join(e.workspace, "go2"), nil, 0o644)
+	r := e.waitDone(id, "A")
+	var got taskOutputResult
+	json.Unmarshal(r.StructuredContent, &got)
+	if w := want.String(); got.Stdout != w[len(w)-64000:] {
+		t.Errorf("stdout is not the last 64000 bytes of the output: %d bytes, %d NUL, ends %q",
+			len(got.Stdout), strings.Count(got.Stdout, "\x00"), got.Stdout[max(0, len(got.Stdout)-20):])
+	}
+	if text := r.text(); !strings.HasSuffix(text, "\n[some output was dropped from memory; full output: (unavailable)]\n[status: completed, exit code: 0]") {
+		t.Errorf("read = ...%q", text[max(0, len(text)-200):])
+	}
+	if got := e.call(bashReq("echo still runs", "")).text(); got != "still runs\n" {
+		t.Errorf("a foreground call on the full state dir = %q", got)
+	}
+}
+
+// TestStatusRetry: a supervisor that cannot record the final status keeps
+// it and retries until the disk takes it.
+func TestStatusRetry(t *testing.T) {
+	if !inNamespace(t, "--mount") {
+		return
+	}
+	e := newTestEnv(t, "")
+	mountTmpfs(t, e.stateDir, 1<<20)
+	t.Cleanup(e.stopTasks) // before the unmount
+	id := e.start("until [ -e go ]; do sleep 0.01; done; echo done", "A")
+	dir := filepath.Join(e.stateDir, "tasks", id)
+	if err := os.Remove(filepath.Join(dir, "status.reserve")); err != nil {
+		t.Fatal(err) // the room kept for the status is gone...
+	}
+	filler := filepath.Join(e.stateDir, "filler")
+	fill(t, filler) // ...and so is every other
+	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o644)
+	waitFor(t, 10*time.Second, "the output", func() bool { return tailTotal(filepath.Join(dir, "stdout.tail")) == 5 })
+	time.Sleep(300 * time.Millisecond) // for the supervisor to try
+	if fileExists(filepath.Join(dir, "status.json")) {
+		t.Fatal("a status was written on a full disk without its reserve")
+	}
+	if got := e.call(outputReq(id, "A", "")).text(); got != "done\n[status: running]" {
+		t.Errorf("read while the status waits for room = %q", got)
+	}
+	os.Remove(filler)
+	if got := e.call(outputReq(id, "A", `"wait":true,"timeout_ms":10000`)).text(); got != "(no new output)\n[status: completed, exit code: 0]" {
+		t.Errorf("read once there is room = %q", got)
+	}
+}
+
+// TestRingFullDisk: ring writes that a full disk refuses never show as
+// bytes a read returns: the read reports the gap, and what was written
+// before and after it is returned as it was.
+func TestRingFullDisk(t *testing.T) {
+	if !inNamespace(t, "--mount") {
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "small")
+	mountTmpfs(t, dir, 64<<10)
+	filler := filepath.Join(dir, "filler")
+	fill(t, filler)
+	f, err := os.OpenFile(filepath.Join(dir, "stdout.tail"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	os.Truncate(filler, fileSize(filler)-4096) // room for the header's page only
+	ring, err := newTailRing(f, 32<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	write := func(n int) {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = seqByte(off + int64(i))
+		}
+		ring.write(b)
+		off += int64(n)
+	}
+	check := func(what string, cursor int64, wantFirst int64, wantLossy bool) int64 {
+		t.Helper()
+		r := readTaskStream(f.Name(), cursor, 1<<20)
+		first := r.next - int64(len(r.data))
+		if r.next != off || first != wantFirst || r.lossy != wantLossy {
+			t.Errorf("%s: read [%d,%d) lossy %v, want [%d,%d) lossy %v", what, first, r.next, r.lossy, wantFirst, off, wantLossy)
+		}
+		for i, b := range r.data {
+			if b != seqByte(first+int64(i)) {
+				t.Fatalf("%s: byte %d is %q, want %q", what, first+int64(i), b, seqByte(first+int64(i)))
+			}
+		}
+		return r.next
+	}
+	write(1000) // fits in the header's page
+	cursor := check("before the disk refuses", 0, 0, false)
+	write(10000) // needs pages the disk does not have
+	gap := off
+	os.Remove(filler)
+	write(5000) // the file now reaches past the pages it never got
+	cursor = check("past a refused write", cursor, gap, true)
+	write(3000)
+	check("after that", cursor, cursor, false)
+}
