@@ -93,7 +93,7 @@ func TestPlantedCode(t *testing.T) {
 	for _, m := range mechanisms {
 		for _, bg := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/background=%v", m.name, bg), func(t *testing.T) {
-				e := newTestEnv(t, "")
+				e := newConfinedEnv(t, "")
 				e.extraEnv = m.env
 				pwned := filepath.Join(e.dir, "pwned")
 				os.Mkdir(pwned, 0o777)
@@ -144,7 +144,7 @@ func TestPlantedCodeSubmodule(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newTestEnv(t, "")
+			e := newConfinedEnv(t, "")
 			e.extraEnv = m.env
 			pwned := filepath.Join(e.dir, "pwned")
 			os.Mkdir(pwned, 0o777)
@@ -179,7 +179,7 @@ func TestGitWorkConfined(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newTestEnv(t, "")
+			e := newConfinedEnv(t, "")
 			e.extraEnv = m.env
 			newRepo(t, e.workspace)
 			script := `set -e

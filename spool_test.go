@@ -283,7 +283,7 @@ func TestSpoolOnce(t *testing.T) {
 // TestSpoolLikeStdin: sessions, background tasks, notices, the sandbox and
 // escalation through the request's approval work through the spool.
 func TestSpoolLikeStdin(t *testing.T) {
-	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n")
+	e := newConfinedEnv(t, "[sandbox]\nmode = \"read-only\"\n")
 	dir := filepath.Join(e.dir, "spool")
 	e.serve(dir)
 	call := func(name, req string) wireResponse {
