@@ -286,7 +286,7 @@ func TestTamperingRepaired(t *testing.T) {
 				}
 				e.extraEnv = m.env
 				start := e.call(sessionReq("bash", `{"command":"echo hello-from-b; sleep 30","description":"d","run_in_background":true}`, "B"))
-				if start.text() != "started background task bash-1" {
+				if start.text() != textStarted("bash-1") {
 					t.Fatalf("start: %q", start.text())
 				}
 				attack := `chmod -R 000 "$BASHCALL_HOME/tasks" "$BASHCALL_HOME/sessions"; chmod 000 "$BASHCALL_HOME"/tasks/*; chmod 755 "$BASHCALL_HOME"; stat -c '%a' "$BASHCALL_HOME"; true`

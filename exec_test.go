@@ -137,7 +137,7 @@ sleep 300`, pidFile)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %v", took)
 	}
-	if !strings.Contains(r.text(), "[timed out after 300ms]") || !strings.HasSuffix(r.text(), "[killed by signal: SIGKILL]") {
+	if !strings.Contains(r.text(), markerTimedOut(300)) || !strings.HasSuffix(r.text(), markerSignal("SIGKILL")) {
 		t.Errorf("text = %q", r.text())
 	}
 	for _, pid := range readPIDs(t, pidFile) {
@@ -299,7 +299,7 @@ func TestLargeOutputMemory(t *testing.T) {
 	if err := json.Unmarshal(r.StructuredContent, &got); err != nil {
 		t.Fatal(err)
 	}
-	if !got.Stdout.Truncated || got.Stdout.SpillPath != "" || !strings.HasSuffix(r.text(), "[output truncated; full output: (unavailable)]") {
+	if !got.Stdout.Truncated || got.Stdout.SpillPath != "" || !strings.HasSuffix(r.text(), markerTruncated(textUnavailable)) {
 		t.Errorf("stdout = truncated %v spill %q; text ends %q", got.Stdout.Truncated, got.Stdout.SpillPath, r.text()[max(0, len(r.text())-60):])
 	}
 	if files, _ := filepath.Glob(filepath.Join(e.stateDir, "spill", "*")); len(files) != 0 {

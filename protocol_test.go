@@ -266,7 +266,7 @@ func TestSessionSmuggling(t *testing.T) {
 		{"output without a session", fnReq(toolOutput, taskArg, ""), denied},
 		{"output as another session", fnReq(toolOutput, taskArg, "B"), denied},
 		{"kill as another session", fnReq(toolKill, taskArg, "B"), denied},
-		{"list as another session", fnReq(toolList, `{}`, "B"), "(no background tasks)"},
+		{"list as another session", fnReq(toolList, `{}`, "B"), textNoTasks},
 		{"session variable", fnReq(toolBash, `{"command":"echo \"[$BASHCALL_SESSION_ID]\"","description":"Print the session"}`, "B"), "[B]\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ func TestReadConfinement(t *testing.T) {
 	e.extraEnv = []string{"HOME=" + home}
 
 	start := e.call(sessionReq("bash", `{"command":"echo secret-of-A-task; sleep 30","description":"d","run_in_background":true}`, "A"))
-	if start.text() != "started background task bash-1" {
+	if start.text() != textStarted("bash-1") {
 		t.Fatalf("start: %q", start.text())
 	}
 	defer e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "A"))
@@ -171,7 +171,7 @@ func TestNetworkOff(t *testing.T) {
 				// Listening is denied too.
 				if _, err := exec.LookPath("python3"); err == nil {
 					l := e.call(bashReq(`python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print("LISTENING")'`, ""))
-					if strings.Contains(l.text(), "LISTENING") || !strings.Contains(l.text(), "[sandbox: network access denied under workspace-write mode]") {
+					if strings.Contains(l.text(), "LISTENING") || !strings.Contains(l.text(), markerNetworkDenied(modeWorkspaceWrite)) {
 						t.Errorf("listen with the network off: %q", l.text())
 					}
 				}

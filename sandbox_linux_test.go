@@ -62,11 +62,16 @@ func runSandboxCases(t *testing.T, e *testEnv, cases []sandboxCase) {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.call(bashReq(c.command, ""))
 			text := r.text()
-			exited0 := !strings.Contains(text, "[exit code:") && !strings.Contains(text, "[killed by signal:")
+			var res foregroundResult
+			decodeStructured(t, r, &res)
+			if res.Sandbox == nil {
+				t.Fatalf("%q: no sandbox facts: %s", c.command, r.StructuredContent)
+			}
+			exited0 := res.Signal == nil && res.ExitCode != nil && *res.ExitCode == 0
 			if exited0 != c.ok {
 				t.Errorf("%q: exit 0 = %v, want %v; text %q", c.command, exited0, c.ok, text)
 			}
-			if hasMarker := strings.Contains(text, "[sandbox: file access denied under "); hasMarker != c.denied {
+			if hasMarker := strings.Contains(text, markerDenied(res.Sandbox.Mode)); hasMarker != c.denied {
 				t.Errorf("%q: denial marker = %v, want %v; text %q", c.command, hasMarker, c.denied, text)
 			}
 			if c.absent != "" {
@@ -196,7 +201,7 @@ func TestRunnerFailure(t *testing.T) {
 		t.Error("the command ran")
 	}
 	r = e.call(sessionReq("bash", `{"command":"echo ran","description":"d","run_in_background":true}`, "A"))
-	if r.text() != "started background task bash-1" {
+	if r.text() != textStarted("bash-1") {
 		t.Fatalf("start: %q", r.text())
 	}
 	out := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true}`, "A"))
@@ -207,7 +212,7 @@ func TestRunnerFailure(t *testing.T) {
 		t.Errorf("structured = %+v", got)
 	}
 	again := e.call(sessionReq("bash_output", `{"task_id":"bash-1"}`, "A"))
-	if !strings.Contains(again.text(), "[sandbox: the sandbox runner itself failed") {
+	if !strings.Contains(again.text(), markerRunnerFailed(modeWorkspaceWrite)) {
 		t.Errorf("the runner marker is not repeated: %q", again.text())
 	}
 }
@@ -268,7 +273,9 @@ touch "$HOME/bashcall-probe" 2>/dev/null && echo HOME-WRITABLE || echo home-prot
 			t.Errorf("missing %q in:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "[exit code") {
+	var res foregroundResult
+	decodeStructured(t, r, &res)
+	if res.ExitCode == nil || *res.ExitCode != 0 || res.Signal != nil {
 		t.Errorf("failed:\n%s", text)
 	}
 }
