@@ -48,7 +48,7 @@ func TestPrivateState(t *testing.T) {
 	e.waitDone("bash-1", "A")
 	e.call(bashReq("seq 1 100", ""))
 	e.run("", "mode", "-session", "A", "read-only")
-	filepath.WalkDir(e.stateDir, func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(e.stateDir, func(p string, d fs.DirEntry, _ error) error {
 		fi, err := os.Lstat(p)
 		if err != nil {
 			return nil
