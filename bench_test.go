@@ -207,7 +207,7 @@ func BenchmarkBackground(b *testing.B) {
 		if f, err := os.Open(filepath.Join(e.state, "tasks", big, "stdout.tail")); err == nil {
 			total, _ := readTailHeader(f)
 			f.Close()
-			if total == 104857600 && strings.Contains(out, "[status: running]") {
+			if total == 104857600 && strings.Contains(out, statusLine(taskStatus{State: stateRunning})) {
 				e.run(`{"name":"bash_output","arguments":{"task_id":"` + big + `"}}`)
 				break
 			}
@@ -237,11 +237,11 @@ func BenchmarkBackground(b *testing.B) {
 
 func startTaskID(b *testing.B, e *benchEnv, command string) string {
 	out, _ := e.run(bashReq(command, `"run_in_background":true`))
-	i := strings.Index(out, "started background task ")
+	i := strings.Index(out, textStarted(""))
 	if i < 0 {
 		b.Fatalf("start: %s", out)
 	}
-	id := out[i+len("started background task "):]
+	id := out[i+len(textStarted("")):]
 	return id[:strings.IndexByte(id, '"')]
 }
 

@@ -12,7 +12,7 @@ import (
 
 // TestEscalation: every path of an escalating call, with its exact text.
 func TestEscalation(t *testing.T) {
-	requireABI(t, 1)
+	requireABI(t, 1) // every case runs confined (newConfinedEnv)
 	approver := func(script string) string {
 		p := filepath.Join(testBase, fmt.Sprintf("approver-%d", time.Now().UnixNano()))
 		os.WriteFile(p, []byte("#!/bin/sh\n"+script+"\n"), 0o755)
@@ -52,7 +52,7 @@ func TestEscalation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(asked)
-			e := newTestEnv(t, tt.config)
+			e := newConfinedEnv(t, tt.config)
 			start := time.Now()
 			r := e.call(tt.req)
 			if time.Since(start) > 20*time.Second {
@@ -85,8 +85,7 @@ func TestEscalation(t *testing.T) {
 // TestStandingMode: bashcall mode stores a session's mode; a call's mode
 // is the grant, else the standing mode, else the default.
 func TestStandingMode(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	if r := e.run("", "mode", "-session", "A"); r.stdout != "workspace-write\n" {
 		t.Errorf("mode before = %q %s", r.stdout, r.stderr)
 	}
@@ -94,7 +93,7 @@ func TestStandingMode(t *testing.T) {
 		t.Errorf("mode set = %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	write := `{"command":"echo x > f && echo wrote","description":"d"}`
-	if got := e.call(sessionReq("bash", write, "A")).text(); !strings.Contains(got, "denied under read-only mode") {
+	if got := e.call(sessionReq("bash", write, "A")).text(); !strings.Contains(got, markerDenied(modeReadOnly)) {
 		t.Errorf("session A = %q, want read-only", got)
 	}
 	if got := e.call(sessionReq("bash", write, "B")).text(); got != "wrote\n" {
@@ -104,7 +103,7 @@ func TestStandingMode(t *testing.T) {
 	if got := e.call(granted).text(); got != "wrote\n" {
 		t.Errorf("granted = %q", got)
 	}
-	if got := e.call(sessionReq("bash", write, "A")).text(); !strings.Contains(got, "denied under read-only mode") {
+	if got := e.call(sessionReq("bash", write, "A")).text(); !strings.Contains(got, markerDenied(modeReadOnly)) {
 		t.Errorf("the grant was stored: %q", got)
 	}
 	if r := e.run("", "mode", "-session", "A", "default"); r.stdout != "workspace-write\n" {
@@ -118,11 +117,10 @@ func TestStandingMode(t *testing.T) {
 // TestEscalationPlanFirst: a call that could not run even if approved is
 // refused before anyone is asked.
 func TestEscalationPlanFirst(t *testing.T) {
-	requireABI(t, 1)
 	asked := filepath.Join(testBase, fmt.Sprintf("asked-%d", time.Now().UnixNano()))
 	approver := filepath.Join(testBase, fmt.Sprintf("approver-%d", time.Now().UnixNano()))
 	os.WriteFile(approver, []byte("#!/bin/sh\necho asked > "+asked+"\necho allowed-once\n"), 0o755)
-	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n[approval]\ncommand = ["+jsonString(approver)+"]\n")
+	e := newConfinedEnv(t, "[sandbox]\nmode = \"read-only\"\n[approval]\ncommand = ["+jsonString(approver)+"]\n")
 	req := `{"name":"bash","arguments":{"command":"true","description":"d","sandbox_permissions":"workspace-write","justification":"j"},"session":{"cwd":` + jsonString(e.dir) + `}}`
 	if got := e.call(req).text(); !strings.Contains(got, "must not be able to change") {
 		t.Errorf("text = %q", got)

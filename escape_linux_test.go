@@ -42,7 +42,7 @@ func TestWorkspaceSwap(t *testing.T) {
 	for _, m := range mechanisms {
 		for _, swap := range []string{"symlink", "directory"} {
 			t.Run(m.name+"/"+swap, func(t *testing.T) {
-				e := newTestEnv(t, "")
+				e := newConfinedEnv(t, "")
 				e.extraEnv = m.env
 				parent, err := os.MkdirTemp("/tmp", "bashcall-swap-") // writable by the command
 				if err != nil {
@@ -78,13 +78,12 @@ func TestWorkspaceSwap(t *testing.T) {
 // TestWritableRootSymlink: a writable_roots entry reached through a
 // symlink is refused, never granted at its target.
 func TestWritableRootSymlink(t *testing.T) {
-	requireABI(t, 1)
 	dir := newTestEnv(t, "").dir
 	target := filepath.Join(dir, "target")
 	os.Mkdir(target, 0o755)
 	link := filepath.Join(dir, "link")
 	os.Symlink(target, link)
-	e := newTestEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(link)+"]\n")
+	e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(link)+"]\n")
 	r := e.call(bashReq("touch "+filepath.Join(link, "x"), ""))
 	want := fmt.Sprintf("Error: refusing to run under workspace-write: the writable root %q is reached through a symlink (it resolves to %q)", link, target)
 	if !r.IsError || !strings.HasPrefix(r.text(), want) {
@@ -100,8 +99,7 @@ func TestWritableRootSymlink(t *testing.T) {
 // approval command is refused with both paths named; a relative approval
 // command is a configuration error.
 func TestControlPathsRefused(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	conf := filepath.Join(e.workspace, "conf")
 	e.extraEnv = []string{"XDG_CONFIG_HOME=" + conf}
 	r := e.call(bashReq(`mkdir -p "$XDG_CONFIG_HOME/bashcall" && echo '[sandbox]' > "$XDG_CONFIG_HOME/bashcall/config.toml"`, ""))
@@ -114,7 +112,7 @@ func TestControlPathsRefused(t *testing.T) {
 	}
 
 	// The executable, copied into the workspace and run from there.
-	e = newTestEnv(t, "")
+	e = newConfinedEnv(t, "")
 	exe, _ := os.Executable()
 	b, err := os.ReadFile(exe)
 	if err != nil {
@@ -135,12 +133,12 @@ func TestControlPathsRefused(t *testing.T) {
 
 	// The approval command: relative is refused outright, inside the
 	// workspace the call is.
-	e = newTestEnv(t, "[approval]\ncommand = [\"approve.sh\"]\n")
+	e = newConfinedEnv(t, "[approval]\ncommand = [\"approve.sh\"]\n")
 	res := e.run(bashReq("true", ""))
 	if res.code != 2 || !strings.Contains(res.stdout, `Error: invalid configuration: config `) || !strings.Contains(res.stdout, `approval.command: the program must be an absolute path, got \"approve.sh\"`) {
 		t.Errorf("relative approval command: exit %d, %q", res.code, res.stdout)
 	}
-	e = newTestEnv(t, "")
+	e = newConfinedEnv(t, "")
 	approver := filepath.Join(e.workspace, "approve.sh")
 	os.WriteFile(e.config, []byte("[approval]\ncommand = ["+jsonString(approver)+"]\n"), 0o600)
 	r = e.call(bashReq("echo 'echo allowed-once' > approve.sh", ""))
@@ -162,7 +160,7 @@ func TestNoPrivileges(t *testing.T) {
 				if user == "root" && os.Geteuid() != 0 {
 					t.Skip("needs root")
 				}
-				e := newTestEnv(t, "")
+				e := newConfinedEnv(t, "")
 				outside := filepath.Join(e.dir, "outside")
 				os.Mkdir(outside, 0o755)
 				shell := filepath.Join(outside, "sh")
@@ -225,10 +223,11 @@ func TestInheritedDescriptors(t *testing.T) {
 	for _, mode := range []string{modeReadOnly, modeFullAccess} {
 		for _, bg := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/background=%v", mode, bg), func(t *testing.T) {
+				newEnv := newTestEnv
 				if mode != modeFullAccess {
-					requireABI(t, 1)
+					newEnv = newConfinedEnv
 				}
-				e := newTestEnv(t, "[sandbox]\nmode = "+jsonString(mode)+"\n")
+				e := newEnv(t, "[sandbox]\nmode = "+jsonString(mode)+"\n")
 				logPath := filepath.Join(e.dir, "host.log")
 				logFile, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, 0o600)
 				if err != nil {
@@ -281,13 +280,13 @@ func TestTamperingRepaired(t *testing.T) {
 				if user == "root" && os.Geteuid() != 0 {
 					t.Skip("needs root")
 				}
-				e := newTestEnv(t, "")
+				e := newConfinedEnv(t, "")
 				if user == "nobody" {
 					e.asNobody()
 				}
 				e.extraEnv = m.env
 				start := e.call(sessionReq("bash", `{"command":"echo hello-from-b; sleep 30","description":"d","run_in_background":true}`, "B"))
-				if start.text() != "started background task bash-1" {
+				if start.text() != textStarted("bash-1") {
 					t.Fatalf("start: %q", start.text())
 				}
 				attack := `chmod -R 000 "$BASHCALL_HOME/tasks" "$BASHCALL_HOME/sessions"; chmod 000 "$BASHCALL_HOME"/tasks/*; chmod 755 "$BASHCALL_HOME"; stat -c '%a' "$BASHCALL_HOME"; true`
@@ -325,8 +324,7 @@ var _ = exec.Command
 // TestVersionReport: version says whether capabilities are dropped, which
 // protection mechanism is in force and which control paths it protects.
 func TestVersionReport(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	v := e.run("", "version").stdout
 	for _, want := range []string{
 		"\nsetuid/setgid bits: refused (seccomp)\n",

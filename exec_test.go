@@ -14,10 +14,14 @@ import (
 
 // TestForegroundText runs real commands through the binary and compares
 // the model-facing text of every foreground shape with its golden file.
+// The denials need a confined run; the other shapes are the same in any
+// mode.
 func TestForegroundText(t *testing.T) {
 	const small = "max_output_bytes = 64\nmax_spill_bytes = 4096\ngrace_ms = 300\n"
 	tests := []struct {
 		name, config, command, extra string
+		confined                     bool
+		needs                        func(*testing.T) // beyond Landlock
 	}{
 		{name: "plain", command: "echo hello"},
 		{name: "no_output", command: "true"},
@@ -36,15 +40,22 @@ func TestForegroundText(t *testing.T) {
 		{name: "truncated_stderr_exit", config: small, command: "seq 1 2000 >&2; exit 2"},
 		{name: "exact_limit", config: small, command: "printf '%064d' 0"},
 		{name: "invalid_utf8", command: `printf 'ok \xff\xfe \x00 nul\n'`},
-		{name: "denied", command: "echo trying; touch /etc/bashcall-denied-test"},
-		{name: "denied_policy_never", config: "[approval]\npolicy = \"never\"\n", command: "touch /etc/bashcall-denied-test"},
-		{name: "denied_read_only", config: "[sandbox]\nmode = \"read-only\"\n", command: "echo x > denied.txt"},
+		{name: "denied", command: "echo trying; touch /etc/bashcall-denied-test", confined: true, needs: rootMountNS},
+		{name: "denied_policy_never", config: "[approval]\npolicy = \"never\"\n", command: "touch /etc/bashcall-denied-test", confined: true, needs: rootMountNS},
+		{name: "denied_read_only", config: "[sandbox]\nmode = \"read-only\"\n", command: "echo x > denied.txt", confined: true, needs: anyMountNS},
 		{name: "full_access_no_denial", config: "[sandbox]\nmode = \"danger-full-access\"\n", command: "ls /nonexistent-bashcall-path"},
 		{name: "no_tty", command: "echo hi > /dev/tty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newTestEnv(t, tt.config)
+			newEnv := newTestEnv
+			if tt.confined {
+				newEnv = newConfinedEnv
+			}
+			e := newEnv(t, tt.config)
+			if tt.needs != nil {
+				tt.needs(t)
+			}
 			r := e.call(bashReq(tt.command, tt.extra))
 			if r.IsError {
 				t.Fatalf("isError for %q: %s", tt.command, r.text())
@@ -54,9 +65,30 @@ func TestForegroundText(t *testing.T) {
 	}
 }
 
-// TestForegroundStructured checks structuredContent and the cards.
+// rootMountNS skips a test whose golden shows a write to /etc failing with
+// the read-only file system of the private mount namespace bashcall makes
+// as root; for another user, file permissions refuse it first.
+func rootMountNS(t *testing.T) {
+	t.Helper()
+	if mountNamespace() != nsMount {
+		t.Skip("needs root: the golden's error is the read-only file system of the mount namespace bashcall makes with CAP_SYS_ADMIN")
+	}
+}
+
+// anyMountNS skips a test whose golden shows the read-only file system of
+// bashcall's private mount namespace, which it has as root or through a
+// user namespace, and not with BASHCALL_PROTECT=snapshot.
+func anyMountNS(t *testing.T) {
+	t.Helper()
+	if mountNamespace() == nsNone {
+		t.Skip("needs a private mount namespace (root, or user namespaces): the golden's error is its read-only file system")
+	}
+}
+
+// TestForegroundStructured checks structuredContent, the sandbox facts of
+// a confined run among it, and the cards.
 func TestForegroundStructured(t *testing.T) {
-	e := newTestEnv(t, "max_output_bytes = 8\ngrace_ms = 300\n")
+	e := newConfinedEnv(t, "max_output_bytes = 8\ngrace_ms = 300\n")
 	r := e.call(`{"id":"call_1","name":"bash","arguments":{"command":"echo 123456789; echo e >&2; exit 2","description":"Count","workdir":"."}}`)
 	var got foregroundResult
 	if err := json.Unmarshal(r.StructuredContent, &got); err != nil {
@@ -105,7 +137,7 @@ sleep 300`, pidFile)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("took %v", took)
 	}
-	if !strings.Contains(r.text(), "[timed out after 300ms]") || !strings.HasSuffix(r.text(), "[killed by signal: SIGKILL]") {
+	if !strings.Contains(r.text(), markerTimedOut(300)) || !strings.HasSuffix(r.text(), markerSignal("SIGKILL")) {
 		t.Errorf("text = %q", r.text())
 	}
 	for _, pid := range readPIDs(t, pidFile) {
@@ -267,7 +299,7 @@ func TestLargeOutputMemory(t *testing.T) {
 	if err := json.Unmarshal(r.StructuredContent, &got); err != nil {
 		t.Fatal(err)
 	}
-	if !got.Stdout.Truncated || got.Stdout.SpillPath != "" || !strings.HasSuffix(r.text(), "[output truncated; full output: (unavailable)]") {
+	if !got.Stdout.Truncated || got.Stdout.SpillPath != "" || !strings.HasSuffix(r.text(), markerTruncated(textUnavailable)) {
 		t.Errorf("stdout = truncated %v spill %q; text ends %q", got.Stdout.Truncated, got.Stdout.SpillPath, r.text()[max(0, len(r.text())-60):])
 	}
 	if files, _ := filepath.Glob(filepath.Join(e.stateDir, "spill", "*")); len(files) != 0 {

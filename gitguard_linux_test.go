@@ -93,7 +93,7 @@ func TestPlantedCode(t *testing.T) {
 	for _, m := range mechanisms {
 		for _, bg := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/background=%v", m.name, bg), func(t *testing.T) {
-				e := newTestEnv(t, "")
+				e := newConfinedEnv(t, "")
 				e.extraEnv = m.env
 				pwned := filepath.Join(e.dir, "pwned")
 				os.Mkdir(pwned, 0o777)
@@ -129,7 +129,7 @@ func plantCall(t *testing.T, e *testEnv, script string, bg bool, n int) (string,
 		return r.text(), got.Sandbox
 	}
 	id := fmt.Sprintf("bash-%d", n)
-	if start := e.call(sessionCall(script, "S", e.workspace, `"run_in_background":true`)); start.text() != "started background task "+id {
+	if start := e.call(sessionCall(script, "S", e.workspace, `"run_in_background":true`)); start.text() != textStarted(id) {
 		t.Fatalf("start: %q", start.text())
 	}
 	r := e.call(sessionReq("bash_output", `{"task_id":"`+id+`","wait":true}`, "S"))
@@ -144,7 +144,7 @@ func TestPlantedCodeSubmodule(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newTestEnv(t, "")
+			e := newConfinedEnv(t, "")
 			e.extraEnv = m.env
 			pwned := filepath.Join(e.dir, "pwned")
 			os.Mkdir(pwned, 0o777)
@@ -179,7 +179,7 @@ func TestGitWorkConfined(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newTestEnv(t, "")
+			e := newConfinedEnv(t, "")
 			e.extraEnv = m.env
 			newRepo(t, e.workspace)
 			script := `set -e
@@ -196,8 +196,8 @@ git tag v1 && echo done`
 			// And a config change is refused or reverted, never kept.
 			r = e.call(sessionCall("git config user.name planted; git remote add origin /elsewhere", "S", e.workspace, ""))
 			text := r.text()
-			denied := strings.Contains(text, "[sandbox: file access denied under workspace-write mode]")
-			reverted := strings.Contains(text, "[sandbox: reverted changes to protected files: "+filepath.Join(e.workspace, ".git", "config")+"]")
+			denied := strings.Contains(text, markerDenied(modeWorkspaceWrite))
+			reverted := strings.Contains(text, markerReverted([]string{filepath.Join(e.workspace, ".git", "config")}))
 			if !denied && !reverted || !strings.Contains(text, markerEscalate) {
 				t.Errorf("git config: neither denied nor reverted, or no escalation offered:\n%s", text)
 			}

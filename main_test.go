@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -103,7 +103,85 @@ type testEnv struct {
 }
 
 // newTestEnv writes config (TOML) and makes a state dir and a workspace.
+// Unless config names a sandbox mode, the env runs danger-full-access, so
+// that a test which is not about the sandbox runs on every kernel. A test
+// that is says so with newSandboxingEnv or newConfinedEnv.
 func newTestEnv(t *testing.T, config string) *testEnv {
+	t.Helper()
+	return makeTestEnv(t, unconfined(t, config))
+}
+
+// newSandboxingEnv is newTestEnv with the contract's default sandbox mode
+// (workspace-write unless config names another): for a test of what a
+// sandboxing configuration offers, refuses or escalates to before any
+// command runs confined. It runs on every kernel, so nothing it checks may
+// need Landlock: where that fails closed, the test belongs to
+// newConfinedEnv.
+func newSandboxingEnv(t *testing.T, config string) *testEnv {
+	t.Helper()
+	return makeTestEnv(t, config)
+}
+
+// newConfinedEnv is newSandboxingEnv for a test whose commands really run
+// confined: its assertions or goldens depend on what Landlock does. It is
+// skipped, saying so, where the kernel has no Landlock.
+func newConfinedEnv(t *testing.T, config string) *testEnv {
+	t.Helper()
+	requireABI(t, 1)
+	return makeTestEnv(t, config)
+}
+
+// requireABI skips a test the kernel cannot run, saying why.
+func requireABI(t *testing.T, want int) int {
+	t.Helper()
+	abi, err := landlockABI()
+	if err != nil || abi < want {
+		t.Skipf("needs Landlock: the test checks confined runs, which need Landlock ABI >= %d; this kernel offers V%d (%v)", want, abi, err)
+	}
+	return abi
+}
+
+// unconfined adds mode = "danger-full-access" to config unless it names a
+// mode already: inside its [sandbox] table when it has one, else in a new
+// table at the end (where it cannot capture top-level keys). A config
+// that does not parse is left alone: the test is about it.
+func unconfined(t *testing.T, config string) string {
+	t.Helper()
+	var c struct {
+		Sandbox map[string]any `toml:"sandbox"`
+	}
+	if _, err := toml.Decode(config, &c); err != nil {
+		return config
+	}
+	if _, ok := c.Sandbox["mode"]; ok {
+		return config
+	}
+	lines := strings.SplitAfter(config, "\n")
+	out := ""
+	for i, l := range lines {
+		if strings.TrimSpace(l) == "[sandbox]" {
+			out = strings.Join(lines[:i+1], "") + "mode = \"danger-full-access\"\n" + strings.Join(lines[i+1:], "")
+			break
+		}
+	}
+	if out == "" {
+		out = config
+		if out != "" && !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		out += "[sandbox]\nmode = \"danger-full-access\"\n"
+	}
+	var check struct {
+		Sandbox struct{ Mode string } `toml:"sandbox"`
+	}
+	if _, err := toml.Decode(out, &check); err != nil || check.Sandbox.Mode != modeFullAccess {
+		t.Fatalf("cannot make this config run danger-full-access (%v); name the mode in it:\n%s", err, config)
+	}
+	return out
+}
+
+// makeTestEnv writes config as it is.
+func makeTestEnv(t *testing.T, config string) *testEnv {
 	t.Helper()
 	dir, err := os.MkdirTemp(testBase, strings.ReplaceAll(t.Name(), "/", "_")+"-")
 	if err != nil {
@@ -330,9 +408,4 @@ func readPIDs(t *testing.T, p string) []int {
 		return true
 	})
 	return pids
-}
-
-func isExitError(err error) bool {
-	var ee *exec.ExitError
-	return errors.As(err, &ee)
 }

@@ -210,7 +210,7 @@ func escalatingArgs(marker string) string {
 // approvalRequired and the no-channel error; the control shows that the
 // same call with a top-level approval does run, unconfined.
 func TestApprovalSmuggling(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "") // escalation exists only where bashcall sandboxes
 	marker := filepath.Join(e.dir, "escalated")
 	args := escalatingArgs(marker)
 	const noChannel = `Error: sandbox escalation to "danger-full-access" requires approval, but no approval channel is available`
@@ -266,7 +266,7 @@ func TestSessionSmuggling(t *testing.T) {
 		{"output without a session", fnReq(toolOutput, taskArg, ""), denied},
 		{"output as another session", fnReq(toolOutput, taskArg, "B"), denied},
 		{"kill as another session", fnReq(toolKill, taskArg, "B"), denied},
-		{"list as another session", fnReq(toolList, `{}`, "B"), "(no background tasks)"},
+		{"list as another session", fnReq(toolList, `{}`, "B"), textNoTasks},
 		{"session variable", fnReq(toolBash, `{"command":"echo \"[$BASHCALL_SESSION_ID]\"","description":"Print the session"}`, "B"), "[B]\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -305,7 +305,7 @@ func TestToolErrors(t *testing.T) {
 	noBG := newTestEnv(t, "[background]\nenabled = false\n")
 	tests := []struct {
 		name string
-		env  *testEnv
+		env  *testEnv // nil: a sandboxing env of its own (newSandboxingEnv)
 		req  string
 	}{
 		{"unknown_tool", e, `{"name":"rm_rf","arguments":{}}`},
@@ -328,7 +328,7 @@ func TestToolErrors(t *testing.T) {
 		{"escalation_only_justification", e, bashReq("ls", `"justification":"because"`)},
 		{"background_disabled", noBG, bashReq("ls", `"run_in_background":true`)},
 		{"escalation_unavailable", full, bashReq("ls", `"sandbox_permissions":"danger-full-access","justification":"needs it"`)},
-		{"escalation_not_wider", e, bashReq("ls", `"sandbox_permissions":"workspace-write","justification":"needs it"`)},
+		{"escalation_not_wider", nil, bashReq("ls", `"sandbox_permissions":"workspace-write","justification":"needs it"`)},
 		{"task_id_missing", e, `{"name":"bash_output","arguments":{}}`},
 		{"task_id_number", e, `{"name":"bash_kill","arguments":{"task_id":3}}`},
 		{"task_unknown", e, `{"name":"bash_output","arguments":{"task_id":"bash-999"}}`},
@@ -338,7 +338,11 @@ func TestToolErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := tt.env.call(tt.req)
+			env := tt.env
+			if env == nil {
+				env = newSandboxingEnv(t, "")
+			}
+			r := env.call(tt.req)
 			if !r.IsError {
 				t.Errorf("isError = false for %s", tt.req)
 			}

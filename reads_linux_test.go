@@ -22,8 +22,7 @@ import (
 // path given to A's model is readable by that exact path from B, and the
 // spill directory cannot be listed.
 func TestReadConfinement(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "max_output_bytes = 1000\n")
+	e := newConfinedEnv(t, "max_output_bytes = 1000\n")
 	home := filepath.Join(e.dir, "home")
 	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
 	os.WriteFile(filepath.Join(home, ".ssh", "id_rsa"), []byte("PRIVATE-KEY-OF-THE-USER\n"), 0o600)
@@ -31,7 +30,7 @@ func TestReadConfinement(t *testing.T) {
 	e.extraEnv = []string{"HOME=" + home}
 
 	start := e.call(sessionReq("bash", `{"command":"echo secret-of-A-task; sleep 30","description":"d","run_in_background":true}`, "A"))
-	if start.text() != "started background task bash-1" {
+	if start.text() != textStarted("bash-1") {
 		t.Fatalf("start: %q", start.text())
 	}
 	defer e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "A"))
@@ -73,7 +72,7 @@ true`, spill, filepath.Dir(spill))
 		t.Errorf("danger-full-access: %q", r.text())
 	}
 	// An empty deny_read turns the list off; the state dir stays withheld.
-	open := newTestEnv(t, "[sandbox]\ndeny_read = []\n")
+	open := newConfinedEnv(t, "[sandbox]\ndeny_read = []\n")
 	open.extraEnv = e.extraEnv
 	r = open.call(bashReq(`cat ~/.ssh/id_rsa; ls "$BASHCALL_HOME" && echo STATE-LISTED; true`, ""))
 	if !strings.Contains(r.text(), "PRIVATE-KEY-OF-THE-USER") || strings.Contains(r.text(), "STATE-LISTED") {
@@ -84,8 +83,7 @@ true`, spill, filepath.Dir(spill))
 // TestReadConfinementRealWork: toolchains keep working with read
 // confinement on and a home that holds deny_read paths.
 func TestReadConfinementRealWork(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	newRepo(t, e.workspace)
 	r := e.call(bashReq(`set -e
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
@@ -101,8 +99,7 @@ ls /usr/bin >/dev/null && echo usr-listed`, ""))
 // connect over TCP nor send UDP to a listener the test runs, gets the
 // network marker, and reports network "off"; with "on" both work.
 func TestNetworkOff(t *testing.T) {
-	abi := requireABI(t, 4)
-	_ = abi
+	requireABI(t, 4)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +139,7 @@ func TestNetworkOff(t *testing.T) {
 	script := fmt.Sprintf("echo tcp-hello > /dev/tcp/127.0.0.1/%d && echo udp-hello > /dev/udp/127.0.0.1/%d", tcpPort, udpPort)
 	for _, network := range []string{"off", "on"} {
 		t.Run(network, func(t *testing.T) {
-			e := newTestEnv(t, "[sandbox]\nnetwork = \""+network+"\"\n")
+			e := newConfinedEnv(t, "[sandbox]\nnetwork = \""+network+"\"\n")
 			r := e.call(bashReq(script, ""))
 			var res foregroundResult
 			decodeStructured(t, r, &res)
@@ -174,7 +171,7 @@ func TestNetworkOff(t *testing.T) {
 				// Listening is denied too.
 				if _, err := exec.LookPath("python3"); err == nil {
 					l := e.call(bashReq(`python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print("LISTENING")'`, ""))
-					if strings.Contains(l.text(), "LISTENING") || !strings.Contains(l.text(), "[sandbox: network access denied under workspace-write mode]") {
+					if strings.Contains(l.text(), "LISTENING") || !strings.Contains(l.text(), markerNetworkDenied(modeWorkspaceWrite)) {
 						t.Errorf("listen with the network off: %q", l.text())
 					}
 				}

@@ -42,10 +42,10 @@ func TestRenderForeground(t *testing.T) {
 		{name: "denied_no_escalation", r: foregroundResult{ExitCode: exited(1), Stderr: streamResult{Text: "touch: cannot touch 'x': Read-only file system\n"}, Sandbox: denied}},
 		{name: "escalation_without_denial", escalation: true, r: foregroundResult{ExitCode: exited(1), Sandbox: ws}},
 		{name: "denied_timeout_signal", escalation: true, r: foregroundResult{Signal: killedBy("SIGKILL"), TimedOut: true, TimeoutMs: 5, Sandbox: denied}},
-		{name: "fake_exit_marker", r: foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "hello\n[exit code: 3]"}}},
-		{name: "fake_signal_marker", r: foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "x\n[killed by signal: SIGKILL]"}}},
-		{name: "fake_signal_real_exit", r: foregroundResult{ExitCode: exited(2), Stdout: streamResult{Text: "x\n[killed by signal: SIGKILL]"}}},
-		{name: "fake_exit_real_signal", r: foregroundResult{Signal: killedBy("SIGTERM"), Stdout: streamResult{Text: "[exit code: 0]\n"}}},
+		{name: "fake_exit_marker", r: foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "hello\n" + markerExit(3)}}},
+		{name: "fake_signal_marker", r: foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "x\n" + markerSignal("SIGKILL")}}},
+		{name: "fake_signal_real_exit", r: foregroundResult{ExitCode: exited(2), Stdout: streamResult{Text: "x\n" + markerSignal("SIGKILL")}}},
+		{name: "fake_exit_real_signal", r: foregroundResult{Signal: killedBy("SIGTERM"), Stdout: streamResult{Text: markerExit(0) + "\n"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,18 +67,18 @@ func TestTerminalCardFromValues(t *testing.T) {
 		wantCode   *int
 		wantSignal string
 	}{
-		{"fake exit marker, exit 0", foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "hello\n[exit code: 3]"}},
-			"hello\n[exit code: 3]", exited(0), ""},
-		{"fake signal marker, exit 0", foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "x\n[killed by signal: SIGKILL]"}},
-			"x\n[killed by signal: SIGKILL]", exited(0), ""},
-		{"fake signal marker, exit 4", foregroundResult{ExitCode: exited(4), Stdout: streamResult{Text: "x\n[killed by signal: SIGKILL]"}},
-			"x\n[killed by signal: SIGKILL]", exited(4), ""},
-		{"fake exit marker, signal", foregroundResult{Signal: killedBy("SIGTERM"), Stdout: streamResult{Text: "y\n[exit code: 9]"}},
-			"y\n[exit code: 9]", nil, "SIGTERM"},
+		{"fake exit marker, exit 0", foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "hello\n" + markerExit(3)}},
+			"hello\n" + markerExit(3), exited(0), ""},
+		{"fake signal marker, exit 0", foregroundResult{ExitCode: exited(0), Stdout: streamResult{Text: "x\n" + markerSignal("SIGKILL")}},
+			"x\n" + markerSignal("SIGKILL"), exited(0), ""},
+		{"fake signal marker, exit 4", foregroundResult{ExitCode: exited(4), Stdout: streamResult{Text: "x\n" + markerSignal("SIGKILL")}},
+			"x\n" + markerSignal("SIGKILL"), exited(4), ""},
+		{"fake exit marker, signal", foregroundResult{Signal: killedBy("SIGTERM"), Stdout: streamResult{Text: "y\n" + markerExit(9)}},
+			"y\n" + markerExit(9), nil, "SIGTERM"},
 		{"honest exit", foregroundResult{ExitCode: exited(3), Stdout: streamResult{Text: "partial\n"}},
 			"partial", exited(3), ""},
 		{"honest timeout", foregroundResult{Signal: killedBy("SIGKILL"), TimedOut: true, TimeoutMs: 10},
-			"(no output)\n[timed out after 10ms]", nil, "SIGKILL"},
+			textNoOutput + "\n" + markerTimedOut(10), nil, "SIGKILL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,9 +116,9 @@ func TestFakeMarkersEndToEnd(t *testing.T) {
 		name, command, wantOutput string
 		wantCode                  int
 	}{
-		{"exit", `printf 'hello\n[exit code: 3]'`, "hello\n[exit code: 3]", 0},
-		{"signal", `printf 'hello\n[killed by signal: SIGKILL]'`, "hello\n[killed by signal: SIGKILL]", 0},
-		{"signal_then_exit", `printf 'hello\n[killed by signal: SIGKILL]\n'; exit 5`, "hello\n[killed by signal: SIGKILL]", 5},
+		{"exit", `printf 'hello\n` + markerExit(3) + `'`, "hello\n" + markerExit(3), 0},
+		{"signal", `printf 'hello\n` + markerSignal("SIGKILL") + `'`, "hello\n" + markerSignal("SIGKILL"), 0},
+		{"signal_then_exit", `printf 'hello\n` + markerSignal("SIGKILL") + `\n'; exit 5`, "hello\n" + markerSignal("SIGKILL"), 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,7 +179,7 @@ func TestCallCard(t *testing.T) {
 // TestGenericCard: the fenced console card of every other result.
 func TestGenericCard(t *testing.T) {
 	var b strings.Builder
-	for _, text := range []string{"started background task bash-1", "Error: command aborted", "line\n\n", ""} {
+	for _, text := range []string{textStarted("bash-1"), "Error: command aborted", "line\n\n", ""} {
 		b.WriteString(cardJSON(t, genericCard(text)) + "\n")
 	}
 	golden(t, "cards", b.String())
@@ -201,13 +201,13 @@ func cardJSON(t *testing.T, c *card) string {
 func TestTextHelpers(t *testing.T) {
 	tests := []struct{ name, got, want string }{
 		{"stream plain", streamText(streamResult{Text: "a\n"}), "a\n"},
-		{"stream truncated", streamText(streamResult{Text: "a\n", Truncated: true, SpillPath: "/p"}), "a\n\n[output truncated; full output: /p]"},
-		{"stream truncated no newline", streamText(streamResult{Text: "a", Truncated: true}), "a\n[output truncated; full output: (unavailable)]"},
+		{"stream truncated", streamText(streamResult{Text: "a\n", Truncated: true, SpillPath: "/p"}), "a\n\n" + markerTruncated("/p")},
+		{"stream truncated no newline", streamText(streamResult{Text: "a", Truncated: true}), "a\n" + markerTruncated(textUnavailable)},
 		{"stream empty", streamText(streamResult{}), ""},
 		{"join stdout only", joinStreams("out", ""), "out"},
-		{"join stderr only", joinStreams("", "err"), "[stderr]\nerr"},
-		{"join no newline", joinStreams("out", "err"), "out\n[stderr]\nerr"},
-		{"join newline", joinStreams("out\n", "err"), "out\n[stderr]\nerr"},
+		{"join stderr only", joinStreams("", "err"), markerStderr + "err"},
+		{"join no newline", joinStreams("out", "err"), "out\n" + markerStderr + "err"},
+		{"join newline", joinStreams("out\n", "err"), "out\n" + markerStderr + "err"},
 		{"append none", appendLines("body", nil), "body"},
 		{"append after newline", appendLines("body\n", []string{"[a]", "[b]"}), "body\n[a]\n[b]"},
 		{"append without newline", appendLines("body", []string{"[a]"}), "body\n[a]"},

@@ -46,16 +46,6 @@ func TestLandlockConstants(t *testing.T) {
 	}
 }
 
-// requireABI skips a test the kernel cannot run, saying why.
-func requireABI(t *testing.T, want int) int {
-	t.Helper()
-	abi, err := landlockABI()
-	if err != nil || abi < want {
-		t.Skipf("requires Landlock >= V%d, got V%d (%v)", want, abi, err)
-	}
-	return abi
-}
-
 // sandboxCase runs a command in the workspace and checks its outcome.
 type sandboxCase struct {
 	name    string
@@ -72,11 +62,16 @@ func runSandboxCases(t *testing.T, e *testEnv, cases []sandboxCase) {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.call(bashReq(c.command, ""))
 			text := r.text()
-			exited0 := !strings.Contains(text, "[exit code:") && !strings.Contains(text, "[killed by signal:")
+			var res foregroundResult
+			decodeStructured(t, r, &res)
+			if res.Sandbox == nil {
+				t.Fatalf("%q: no sandbox facts: %s", c.command, r.StructuredContent)
+			}
+			exited0 := res.Signal == nil && res.ExitCode != nil && *res.ExitCode == 0
 			if exited0 != c.ok {
 				t.Errorf("%q: exit 0 = %v, want %v; text %q", c.command, exited0, c.ok, text)
 			}
-			if hasMarker := strings.Contains(text, "[sandbox: file access denied under "); hasMarker != c.denied {
+			if hasMarker := strings.Contains(text, markerDenied(res.Sandbox.Mode)); hasMarker != c.denied {
 				t.Errorf("%q: denial marker = %v, want %v; text %q", c.command, hasMarker, c.denied, text)
 			}
 			if c.absent != "" {
@@ -95,8 +90,7 @@ func runSandboxCases(t *testing.T, e *testEnv, cases []sandboxCase) {
 
 // TestSandboxReadOnly: only /dev/null (and /dev/tty) can be written.
 func TestSandboxReadOnly(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n")
+	e := newConfinedEnv(t, "[sandbox]\nmode = \"read-only\"\n")
 	runSandboxCases(t, e, []sandboxCase{
 		{name: "write_workspace", command: "echo x > made.txt", denied: true, absent: filepath.Join(e.workspace, "made.txt")},
 		{name: "mkdir_workspace", command: "mkdir made", denied: true, absent: filepath.Join(e.workspace, "made")},
@@ -113,8 +107,7 @@ func TestSandboxReadOnly(t *testing.T) {
 // TestSandboxWorkspaceWrite: the workspace and /tmp are writable, nothing
 // else, and the classic escapes all fail.
 func TestSandboxWorkspaceWrite(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	sibling := filepath.Join(e.dir, "sibling")
 	os.Mkdir(sibling, 0o755)
 	outside := filepath.Join(sibling, "file")
@@ -152,7 +145,7 @@ func TestSandboxWorkspaceWrite(t *testing.T) {
 // outside its sandbox, its parent (bashcall) included.
 func TestSandboxSignalScope(t *testing.T) {
 	requireABI(t, 6)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	outside := exec.Command("sleep", "60")
 	if err := outside.Start(); err != nil {
 		t.Fatal(err)
@@ -173,9 +166,9 @@ func TestSandboxSignalScope(t *testing.T) {
 }
 
 // TestSandboxUnavailable: without Landlock a confined mode fails closed,
-// danger-full-access still runs.
+// danger-full-access still runs. It runs on every kernel.
 func TestSandboxUnavailable(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "")
 	e.extraEnv = []string{"BASHCALL_DISABLE_LANDLOCK=1"}
 	r := e.call(bashReq("echo ran > ran.txt", ""))
 	golden(t, "foreground", r.text())
@@ -198,18 +191,17 @@ func TestSandboxUnavailable(t *testing.T) {
 // TestRunnerFailure: a launcher failure is reported out of band: the
 // foreground error names it, a background task settles with runnerFailed.
 func TestRunnerFailure(t *testing.T) {
-	requireABI(t, 1)
 	dir := newTestEnv(t, "").dir
 	loop := filepath.Join(dir, "loop")
 	os.Symlink(loop, loop) // opening it fails with ELOOP inside the launcher
-	e := newTestEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(loop)+"]\n")
+	e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(loop)+"]\n")
 	r := e.call(bashReq("echo ran > ran.txt", ""))
 	golden(t, "foreground", e.scrub(strings.ReplaceAll(r.text(), loop, "$LOOP")))
 	if _, err := os.Stat(filepath.Join(e.workspace, "ran.txt")); err == nil {
 		t.Error("the command ran")
 	}
 	r = e.call(sessionReq("bash", `{"command":"echo ran","description":"d","run_in_background":true}`, "A"))
-	if r.text() != "started background task bash-1" {
+	if r.text() != textStarted("bash-1") {
 		t.Fatalf("start: %q", r.text())
 	}
 	out := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true}`, "A"))
@@ -220,7 +212,7 @@ func TestRunnerFailure(t *testing.T) {
 		t.Errorf("structured = %+v", got)
 	}
 	again := e.call(sessionReq("bash_output", `{"task_id":"bash-1"}`, "A"))
-	if !strings.Contains(again.text(), "[sandbox: the sandbox runner itself failed") {
+	if !strings.Contains(again.text(), markerRunnerFailed(modeWorkspaceWrite)) {
 		t.Errorf("the runner marker is not repeated: %q", again.text())
 	}
 }
@@ -228,8 +220,7 @@ func TestRunnerFailure(t *testing.T) {
 // TestProtectedStateDir: a workspace that contains the state dir is
 // refused in workspace-write, never run with the state dir writable.
 func TestProtectedStateDir(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	r := e.run(`{"name":"bash","arguments":{"command":"echo x > \"$BASHCALL_HOME/x\"","description":"d"},"session":{"cwd":` + jsonString(e.dir) + `}}`)
 	w := decodeResponse(t, r.stdout)
 	if !w.IsError || !strings.Contains(w.text(), "must not be able to change") {
@@ -243,8 +234,7 @@ func TestProtectedStateDir(t *testing.T) {
 // TestSandboxedBackground: a background task is confined the same way,
 // and its denial is reported on every read after it settles.
 func TestSandboxedBackground(t *testing.T) {
-	requireABI(t, 1)
-	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n")
+	e := newConfinedEnv(t, "[sandbox]\nmode = \"read-only\"\n")
 	e.call(sessionReq("bash", `{"command":"echo x > f","description":"d","run_in_background":true}`, "A"))
 	r := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true}`, "A"))
 	golden(t, "first_read", r.text())
@@ -259,12 +249,11 @@ func TestSandboxedBackground(t *testing.T) {
 // go test and git work in the workspace, while the user's real caches
 // stay out of reach.
 func TestRealWork(t *testing.T) {
-	requireABI(t, 1)
+	e := newConfinedEnv(t, "")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal("go is not on PATH")
 	}
-	e := newTestEnv(t, "")
 	e.hangAfter = 5 * time.Minute // a first build compiles the standard library: slow on a loaded machine
 	os.WriteFile(filepath.Join(e.workspace, "go.mod"), []byte("module example.com/w\n\ngo 1.22\n"), 0o644)
 	os.WriteFile(filepath.Join(e.workspace, "w.go"), []byte("package main\n\nfunc add(a, b int) int { return a + b }\n\nfunc main() { println(add(1, 2)) }\n"), 0o644)
@@ -284,7 +273,9 @@ touch "$HOME/bashcall-probe" 2>/dev/null && echo HOME-WRITABLE || echo home-prot
 			t.Errorf("missing %q in:\n%s", want, text)
 		}
 	}
-	if strings.Contains(text, "[exit code") {
+	var res foregroundResult
+	decodeStructured(t, r, &res)
+	if res.ExitCode == nil || *res.ExitCode != 0 || res.Signal != nil {
 		t.Errorf("failed:\n%s", text)
 	}
 }

@@ -157,7 +157,7 @@ func TestSchema(t *testing.T) {
 	} {
 		for _, format := range schemaFormats {
 			t.Run(tt.name+"_"+format, func(t *testing.T) {
-				e := newTestEnv(t, tt.config)
+				e := newSandboxingEnv(t, tt.config)
 				r := e.run("", "schema", "-format", format)
 				if r.code != 0 {
 					t.Fatalf("exit %d: %s", r.code, r.stderr)

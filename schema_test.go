@@ -12,8 +12,9 @@ import (
 // conforms to that tool's outputSchema, and carries no key the schema
 // does not describe, so that an MCP client checking results never
 // refuses one and the schema does not drift from what bashcall sends.
+// Confined, for the sandbox facts of confined runs and of a denial.
 func TestOutputSchemas(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	done := e.start("echo out; echo err >&2; exit 3", "A")
 	sleeper := e.start("sleep 60", "A")
 	fg := []wireResponse{

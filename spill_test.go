@@ -209,7 +209,7 @@ func TestSpillConcurrent(t *testing.T) {
 			if b, err := os.ReadFile(s.SpillPath); err != nil || string(b) != wantN(fmt.Sprint(i), 80000) {
 				t.Errorf("call %d offered %s: %d bytes, %v; want the whole stream", i, s.SpillPath, len(b), err)
 			}
-		case strings.HasSuffix(r.text(), "[output truncated; full output: (unavailable)]"):
+		case strings.HasSuffix(r.text(), markerTruncated(textUnavailable)):
 			unavailable++
 		default:
 			t.Errorf("call %d: neither a spill path nor (unavailable): %q", i, r.text())
@@ -265,7 +265,7 @@ func TestSpillCountsTasks(t *testing.T) {
 func TestSpillNoRoom(t *testing.T) {
 	e := newTestEnv(t, "max_output_bytes = 1000\nmax_spill_total_bytes = 50000\n")
 	r := e.call(bashReq(printN("N", 80000), ""))
-	if !strings.HasSuffix(r.text(), "[output truncated; full output: (unavailable)]") {
+	if !strings.HasSuffix(r.text(), markerTruncated(textUnavailable)) {
 		t.Errorf("text ends %q", r.text()[max(0, len(r.text())-80):])
 	}
 	if files := spillFiles(e.stateDir); len(files) != 0 {

@@ -283,23 +283,23 @@ func TestSpoolOnce(t *testing.T) {
 // TestSpoolLikeStdin: sessions, background tasks, notices, the sandbox and
 // escalation through the request's approval work through the spool.
 func TestSpoolLikeStdin(t *testing.T) {
-	e := newTestEnv(t, "[sandbox]\nmode = \"read-only\"\n")
+	e := newConfinedEnv(t, "[sandbox]\nmode = \"read-only\"\n")
 	dir := filepath.Join(e.dir, "spool")
 	e.serve(dir)
 	call := func(name, req string) wireResponse {
 		drop(t, dir, name+".json", req)
 		return awaitResponse(t, dir, name)
 	}
-	if got := call("start", startReq("echo bg", "A")).text(); got != "started background task bash-1" {
+	if got := call("start", startReq("echo bg", "A")).text(); got != textStarted("bash-1") {
 		t.Fatalf("start = %q", got)
 	}
-	if got := call("read", outputReq("bash-1", "A", `"wait":true`)).text(); got != "bg\n[status: completed, exit code: 0]" {
+	if got := call("read", outputReq("bash-1", "A", `"wait":true`)).text(); got != "bg\n"+statusLine(taskStatus{State: stateCompleted}) {
 		t.Errorf("read = %q", got)
 	}
 	if got := call("other", outputReq("bash-1", "B", "")).text(); got != "Error: task bash-1 belongs to another session" {
 		t.Errorf("fence = %q", got)
 	}
-	if got := call("denied", bashReq("echo x > f", "")).text(); !strings.Contains(got, "denied under read-only mode") {
+	if got := call("denied", bashReq("echo x > f", "")).text(); !strings.Contains(got, markerDenied(modeReadOnly)) {
 		t.Errorf("sandbox = %q", got)
 	}
 	esc := `{"name":"bash","arguments":{"command":"echo x > f && echo wrote","description":"d","sandbox_permissions":"workspace-write","justification":"write f"},"approval":"allowed-once"}`

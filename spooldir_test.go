@@ -64,7 +64,7 @@ func TestSpoolDirRefused(t *testing.T) {
 			if tt.root && os.Geteuid() != 0 {
 				t.Skip("needs root to give files to another user")
 			}
-			e := newTestEnv(t, "")
+			e := newSandboxingEnv(t, "") // dangerousCall escalates out of it
 			parent := filepath.Join(e.dir, "parent")
 			spool := filepath.Join(parent, "spool")
 			makeDangerousSpool(t, spool)
@@ -87,7 +87,7 @@ func TestSpoolDirRefused(t *testing.T) {
 // TestSpoolDirRelative: a spool dir named by a relative path has all the
 // directories above it checked too, not only those the path names.
 func TestSpoolDirRelative(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "") // dangerousCall escalates out of it
 	// The state dir lives elsewhere: in e.dir it would be refused first.
 	e.stateDir = filepath.Join(newTestEnv(t, "").dir, "state")
 	spool := filepath.Join(e.workspace, "spool")
@@ -119,7 +119,7 @@ func assertNotRun(t *testing.T, e *testEnv, spool string) {
 // TestSpoolDirAccepted: a private spool dir in a sticky directory that
 // everyone can write (like /tmp) is served.
 func TestSpoolDirAccepted(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "") // dangerousCall escalates out of it
 	parent := filepath.Join(e.dir, "parent")
 	spool := filepath.Join(parent, "spool")
 	makeDangerousSpool(t, spool)

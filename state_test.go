@@ -35,7 +35,7 @@ func TestBoundedTaskOutput(t *testing.T) {
 		t.Errorf("the task's directory holds %d bytes after 20 MB of output", size)
 	}
 	r := e.call(outputReq(id, "A", ""))
-	if !strings.Contains(r.text(), "[some output was dropped from memory; full output: (unavailable)]") {
+	if !strings.Contains(r.text(), markerDropped(textUnavailable)) {
 		t.Errorf("read = %q", r.text()[max(0, len(r.text())-200):])
 	}
 }
@@ -48,7 +48,7 @@ func TestPrivateState(t *testing.T) {
 	e.waitDone("bash-1", "A")
 	e.call(bashReq("seq 1 100", ""))
 	e.run("", "mode", "-session", "A", "read-only")
-	filepath.WalkDir(e.stateDir, func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(e.stateDir, func(p string, d fs.DirEntry, _ error) error {
 		fi, err := os.Lstat(p)
 		if err != nil {
 			return nil

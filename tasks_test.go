@@ -25,11 +25,19 @@ func outputReq(id, session, extra string) string {
 	return sessionReq("bash_output", args+"}", session)
 }
 
+// statusLine is the status marker every bash_output text ends with.
+func statusLine(s taskStatus) string {
+	return strings.TrimPrefix(renderTaskRead(&taskRead{Status: s}, false), textNoNewOutput+"\n")
+}
+
+// noNewOutput is the whole text of a read that found nothing new.
+func noNewOutput(s taskStatus) string { return renderTaskRead(&taskRead{Status: s}, false) }
+
 // start starts a background task and returns its id.
 func (e *testEnv) start(command, session string) string {
 	e.t.Helper()
 	r := e.call(startReq(command, session))
-	id, ok := strings.CutPrefix(r.text(), "started background task ")
+	id, ok := strings.CutPrefix(r.text(), textStarted(""))
 	if r.IsError || !ok {
 		e.t.Fatalf("start %q: %s", command, r.text())
 	}
@@ -40,7 +48,7 @@ func (e *testEnv) start(command, session string) string {
 func (e *testEnv) waitDone(id, session string) wireResponse {
 	e.t.Helper()
 	r := e.call(outputReq(id, session, `"wait":true,"timeout_ms":30000`))
-	if strings.HasSuffix(r.text(), "[status: running]") {
+	if strings.HasSuffix(r.text(), statusLine(taskStatus{State: stateRunning})) {
 		e.t.Fatalf("task %s still running: %s", id, r.text())
 	}
 	return r
@@ -110,7 +118,7 @@ func TestParallelStarts(t *testing.T) {
 		t.Errorf("got %d distinct answers, want 20: %v", len(ids), ids)
 	}
 	for i := 1; i <= 20; i++ {
-		if !ids[fmt.Sprintf("started background task bash-%d", i)] {
+		if !ids[textStarted(fmt.Sprintf("bash-%d", i))] {
 			t.Errorf("bash-%d was not handed out: %v", i, ids)
 		}
 	}
@@ -168,13 +176,13 @@ func TestKillTree(t *testing.T) {
 	id := e.start(`trap '' TERM; setsid sleep 300 & echo "$! $$" > pids; sleep 300`, "A")
 	pids := readPIDs(t, pidFile)
 	start := time.Now()
-	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != "killed background task "+id {
+	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != textKilled(id) {
 		t.Errorf("kill = %q", got)
 	}
 	if took := time.Since(start); took < 500*time.Millisecond || took > 8*time.Second {
 		t.Errorf("bash_kill took %v; want about grace_ms", took)
 	}
-	if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed by SIGKILL]" {
+	if got := e.call(outputReq(id, "A", "")).text(); got != noNewOutput(taskStatus{State: stateKilled, Signal: "SIGKILL"}) {
 		t.Errorf("status = %q", got)
 	}
 	for _, pid := range pids {
@@ -208,7 +216,7 @@ func TestVanishedSupervisor(t *testing.T) {
 		syscall.Kill(sup.PID, syscall.SIGKILL)
 		syscall.Kill(cmd.PID, syscall.SIGKILL)
 		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
-		if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed]" {
+		if got := e.call(outputReq(id, "A", "")).text(); got != noNewOutput(taskStatus{State: stateKilled}) {
 			t.Errorf("status = %q", got)
 		}
 	})
@@ -220,7 +228,7 @@ func TestVanishedSupervisor(t *testing.T) {
 		sup := e.procOf(id, "supervisor")
 		syscall.Kill(sup.PID, syscall.SIGKILL)
 		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
-		if got := e.call(outputReq(id, "A", `"wait":true`)).text(); got != "(no new output)\n[status: killed]" {
+		if got := e.call(outputReq(id, "A", `"wait":true`)).text(); got != noNewOutput(taskStatus{State: stateKilled}) {
 			t.Errorf("status = %q", got)
 		}
 		cmd := e.procOf(id, "command")
@@ -254,14 +262,14 @@ func TestVanishedSupervisor(t *testing.T) {
 		sup := e.procOf(id, "supervisor")
 		syscall.Kill(sup.PID, syscall.SIGKILL)
 		waitFor(t, 5*time.Second, "the supervisor to die", func() bool { return !sup.alive() })
-		if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != "killed background task "+id {
+		if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != textKilled(id) {
 			t.Errorf("kill = %q", got)
 		}
 		waitFor(t, 5*time.Second, "the group member to be stopped", func() bool { return !pidAlive(member) })
-		if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed]" {
+		if got := e.call(outputReq(id, "A", "")).text(); got != noNewOutput(taskStatus{State: stateKilled}) {
 			t.Errorf("status = %q", got)
 		}
-		if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != "task "+id+" had already finished" {
+		if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, "A")).text(); got != textAlreadyDone(id) {
 			t.Errorf("second kill = %q", got)
 		}
 	})
@@ -272,7 +280,7 @@ func TestVanishedSupervisor(t *testing.T) {
 		forged := sup
 		forged.BootID = "an-earlier-boot"
 		writeJSON(filepath.Join(e.stateDir, "tasks", id, "supervisor.json"), &forged)
-		if got := e.call(outputReq(id, "A", "")).text(); got != "(no new output)\n[status: killed]" {
+		if got := e.call(outputReq(id, "A", "")).text(); got != noNewOutput(taskStatus{State: stateKilled}) {
 			t.Errorf("status after a reboot = %q", got)
 		}
 	})
@@ -304,10 +312,10 @@ func TestFence(t *testing.T) {
 			t.Errorf("list for %q = %q, want %q", caller, got, want)
 		}
 	}
-	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(open)+`}`, "B")).text(); got != "killed background task "+open {
+	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(open)+`}`, "B")).text(); got != textKilled(open) {
 		t.Errorf("ownerless kill = %q", got)
 	}
-	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(a)+`}`, "A")).text(); got != "killed background task "+a {
+	if got := e.call(sessionReq("bash_kill", `{"task_id":`+jsonString(a)+`}`, "A")).text(); got != textKilled(a) {
 		t.Errorf("own kill = %q", got)
 	}
 }
@@ -380,12 +388,12 @@ func TestWaitTimeout(t *testing.T) {
 	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
 		t.Errorf("the wait took %v", took)
 	}
-	if r.IsError || r.text() != "(no new output)\n[status: running]" {
+	if r.IsError || r.text() != noNewOutput(taskStatus{State: stateRunning}) {
 		t.Errorf("response = %q (isError %v)", r.text(), r.IsError)
 	}
 	start = time.Now()
 	id2 := e.start("sleep 0.3; echo done", "A")
-	if got := e.call(outputReq(id2, "A", `"wait":true`)).text(); got != "done\n[status: completed, exit code: 0]" {
+	if got := e.call(outputReq(id2, "A", `"wait":true`)).text(); got != "done\n"+statusLine(taskStatus{State: stateCompleted}) {
 		t.Errorf("wait = %q", got)
 	}
 	if took := time.Since(start); took > 5*time.Second {
