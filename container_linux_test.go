@@ -52,7 +52,7 @@ func TestNoProc(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("unmounting /proc in a private mount namespace needs root")
 	}
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	fg := decodeResponse(t, e.runNoProc(bashReq("echo hi", "")).stdout)
 	golden(t, "foreground", fg.text())
 	if !fg.IsError || !strings.Contains(fg.text(), noProcReason) {

@@ -81,7 +81,7 @@ var doctorLine = regexp.MustCompile(`^(ok      |missing |degraded) (config|shell
 // Landlock ABI 6 or later (this one), the exact output with the
 // host-specific paths and ABI scrubbed.
 func TestDoctorHost(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "")
 	r := e.run("", "doctor")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	for _, l := range lines[:len(lines)-1] {

@@ -25,7 +25,7 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := newTestEnv(t, "")
+			e := newConfinedEnv(t, "")
 			tmp := filepath.Join(e.dir, "tmp")
 			if err := os.Mkdir(tmp, 0o700); err != nil {
 				t.Fatal(err)

@@ -327,6 +327,9 @@ func TestMCPToolsList(t *testing.T) {
 func TestMCPCallParity(t *testing.T) {
 	for _, cfg := range []string{"", fullAccess} {
 		e := newTestEnv(t, cfg)
+		if cfg == "" {
+			e = newConfinedEnv(t, cfg) // the denied write needs a confined run
+		}
 		c := e.startMCP()
 		c.initialize(`{}`)
 		for i, args := range []string{
@@ -669,7 +672,7 @@ var escalate = mcpBashArgs("echo escalated", `"sandbox_permissions":"danger-full
 // person through elicitation/create when the client can answer it, and
 // the call runs again with the answer: only "allow once" runs it.
 func TestMCPElicitation(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "")
 	c := e.startMCP()
 	c.initialize(`{"elicitation":{}}`)
 	cases := []struct{ answer, want string }{
@@ -716,7 +719,7 @@ func TestMCPElicitation(t *testing.T) {
 // TestMCPWithoutElicitation: a client that cannot answer elicitation gets
 // the result as is, with approvalRequired under _meta.
 func TestMCPWithoutElicitation(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := newSandboxingEnv(t, "")
 	c := e.startMCP()
 	c.initialize(`{"elicitation":{"url":{}}}`) // URL mode only: no form to fill
 	res, others := c.callTool(1, "bash", escalate, "")
@@ -742,7 +745,7 @@ func TestMCPNodeClient(t *testing.T) {
 	if _, err := os.Stat("testdata/mcp-node/node_modules/@modelcontextprotocol/sdk/package.json"); err != nil {
 		t.Skip("the MCP TypeScript SDK is not installed: run npm ci --prefix testdata/mcp-node")
 	}
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	script, _ := filepath.Abs("testdata/mcp-node/client.mjs")
 	cmd := exec.Command(node, script)
 	cmd.Dir = e.workspace

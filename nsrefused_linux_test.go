@@ -50,9 +50,11 @@ func init() {
 // with their planted-code paths protected by snapshot.
 func TestNamespaceRefused(t *testing.T) {
 	requireABI(t, 1)
-	e := newTestEnv(t, "")
+	e := newConfinedEnv(t, "")
 	e.extraEnv = []string{"BASHCALL_TEST_REFUSE_NS=1"}
 	newRepo(t, e.workspace)
+	os.Remove("/etc/bashcall-ns-test")
+	defer os.Remove("/etc/bashcall-ns-test")
 	plant := `echo planted >> .git/hooks/pre-commit; touch /etc/bashcall-ns-test; echo ran`
 	r := e.call(sessionCall(plant, "S", e.workspace, ""))
 	text := r.text()
@@ -70,6 +72,9 @@ func TestNamespaceRefused(t *testing.T) {
 	out := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true}`, "S")).text()
 	if !strings.Contains(out, "ran\n") || !strings.Contains(out, "reverted changes to protected files") {
 		t.Errorf("background under a namespace-refusing profile:\n%s", out)
+	}
+	if _, err := os.Stat("/etc/bashcall-ns-test"); err == nil {
+		t.Error("the background command ran unconfined")
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.workspace, ".git", "hooks", "pre-commit")); len(b) > 0 {
 		t.Errorf("the planted hook stayed: %q", b)
