@@ -165,12 +165,6 @@ func (s *spool) waiting() []string {
 	return out
 }
 
-func (s *spool) idle() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.inflight) == 0
-}
-
 // finish runs after the first SIGINT/SIGTERM: calls in flight get grace_ms
 // to finish, then are aborted; a second signal aborts them at once.
 func (s *spool) finish(sigs <-chan os.Signal) {

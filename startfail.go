@@ -36,21 +36,6 @@ func (t *task) notStarted() error {
 	return errors.New(noteNotStarted)
 }
 
-// supervisorDeath is the reason a supervisor exited without saying "ok":
-// the error it printed to its log, once it has exited.
-func (t *task) supervisorDeath(pid int) error {
-	var ws syscall.WaitStatus
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); got == pid || err != nil {
-			break
-		}
-	}
-	if why := lastLine(t, "supervisor.log"); why != "" {
-		return fmt.Errorf("the supervisor exited before the command started: %s", strings.TrimPrefix(why, "error: "))
-	}
-	return errors.New("the supervisor exited before the command started")
-}
-
 // lastLine is the last non-empty line of a file of the task (at most its
 // last 4 KiB), without bashcall's "bashcall: " prefix.
 func lastLine(t *task, name string) string {

@@ -386,14 +386,6 @@ func (inv *invocation) recordOwnership(t *task) error {
 	return nil
 }
 
-// disown takes a task that never started off its owner's lists: its id
-// was never handed out, so it is not listed and no notice is due.
-func (inv *invocation) disown(t *task) {
-	for _, sub := range []string{"tasks", "running", "pending"} {
-		os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, t.id))
-	}
-}
-
 // consumeNotice removes a pending notice; true for the one caller that
 // removed it, however many race.
 func (inv *invocation) consumeNotice(t *task) bool {
