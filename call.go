@@ -305,6 +305,9 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if err != nil {
 		return err
 	}
+	if err := inv.checkShell(shell, p.workspace, s.ID); err != nil {
+		return err
+	}
 	var extraEnv, extra []string
 	if mode == modeWorkspaceWrite {
 		if cache := inv.sandboxCache(s.ID); cache != "" {

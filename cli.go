@@ -221,8 +221,8 @@ func lookShell(shell, path string) (string, error) {
 		return p, nil
 	}
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
+		if !filepath.IsAbs(dir) {
+			continue // "" and "." would find a shell a command planted in the workdir
 		}
 		p := filepath.Join(dir, shell)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {

@@ -42,6 +42,30 @@ func (inv *invocation) controlPaths() []string {
 	return out
 }
 
+// checkShell refuses a shell that a confined command could have put
+// there: one inside a directory workspace-write makes writable (the
+// workspace, /tmp, writable_roots, the session's build cache), in any
+// mode, since an approved danger-full-access call would run it unconfined.
+func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
+	if !inv.sandboxes() {
+		return nil // an executor that never confines has no confined command to fear
+	}
+	canon := canonicalPrefix(shell)
+	dirs := []string{workspace, canonicalOr("/tmp")}
+	for _, r := range inv.cfg.Sandbox.WritableRoots {
+		dirs = append(dirs, canonicalOr(r))
+	}
+	if cache := inv.sandboxCachePath(sessionID); cache != "" {
+		dirs = append(dirs, canonicalPrefix(cache))
+	}
+	for _, d := range dirs {
+		if within(canon, d) {
+			return toolErrorf("refusing to run: the shell %q lies in %q, which confined commands can write; put a bash outside it first on PATH, or name one with the config's shell", canon, d)
+		}
+	}
+	return nil
+}
+
 // readGrant is what confined commands may not read: [sandbox] deny_read
 // and the state dir, except the spill directory's files by exact path.
 func (inv *invocation) readGrant() readGrant {

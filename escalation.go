@@ -158,6 +158,30 @@ func (inv *invocation) ensureSessionDir(key string) (string, error) {
 // write without the user's real caches becoming writable. "" when there
 // is no cache home.
 func (inv *invocation) sandboxCache(sessionID string) string {
+	dir := inv.sandboxCachePath(sessionID)
+	if dir == "" {
+		return ""
+	}
+	base := filepath.Dir(filepath.Dir(dir))
+	// A writable workspace above the cache could have made a component a
+	// symlink to somewhere else: MkdirAll would follow it, so the check
+	// comes first, and again after, and then there is no private cache.
+	if canonicalPrefix(dir) != filepath.Join(canonicalPrefix(base), "bashcall", filepath.Base(dir)) {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	canon := canonicalOr(dir)
+	if canon != filepath.Join(canonicalOr(base), "bashcall", filepath.Base(dir)) {
+		return ""
+	}
+	return canon
+}
+
+// sandboxCachePath is where a session's build cache goes,
+// $XDG_CACHE_HOME/bashcall/<hash> (or under ~/.cache); "" without a home.
+func (inv *invocation) sandboxCachePath(sessionID string) string {
 	base := inv.getenv("XDG_CACHE_HOME")
 	if base == "" {
 		home := inv.getenv("HOME")
@@ -171,17 +195,7 @@ func (inv *invocation) sandboxCache(sessionID string) string {
 		sum := sha256.Sum256([]byte("bashcall-cache\x00" + sessionID))
 		key = hex.EncodeToString(sum[:8])
 	}
-	dir := filepath.Join(base, "bashcall", key)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return ""
-	}
-	// A writable workspace above the cache could have made a component a
-	// symlink to somewhere else; then there is no private cache.
-	canon := canonicalOr(dir)
-	if canon != filepath.Join(canonicalOr(base), "bashcall", key) {
-		return ""
-	}
-	return canon
+	return filepath.Join(base, "bashcall", key)
 }
 
 // writeFileAtomic writes data to p through a private temporary file and a

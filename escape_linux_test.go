@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // mechanisms are the two ways planted-code paths and control files are
@@ -342,5 +344,51 @@ func TestVersionReport(t *testing.T) {
 	e.extraEnv = []string{"BASHCALL_PROTECT=snapshot"}
 	if v := e.run("", "version").stdout; !strings.Contains(v, "\nprotection: snapshot;") {
 		t.Errorf("version with the snapshot mechanism:\n%s", v)
+	}
+}
+
+// TestPlantedShell: a confined call plants a bash in a directory that is
+// on PATH before the real one; no later call, confined or approved
+// unconfined, runs it.
+func TestPlantedShell(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	bin := filepath.Join(e.workspace, "bin")
+	os.Mkdir(bin, 0o755)
+	marker := filepath.Join(e.dir, "planted-shell-ran")
+	e.extraEnv = []string{"PATH=" + bin + ":" + os.Getenv("PATH")}
+	plant := fmt.Sprintf("printf '#!/usr/bin/bash\\ntouch %s\\nexec /usr/bin/bash \"$@\"\\n' > bin/bash && chmod +x bin/bash", marker)
+	e.call(sessionCall(plant, "S", e.workspace, ""))
+	for _, extra := range []string{"", `"sandbox_permissions":"danger-full-access","justification":"The test needs it."`} {
+		req := sessionCall("echo approved", "S", e.workspace, extra)
+		if extra != "" {
+			req = strings.TrimSuffix(req, "}") + `,"approval":"allowed-once"}`
+		}
+		r := e.call(req)
+		if !r.IsError || !strings.Contains(r.text(), "refusing to run: the shell "+jsonString(filepath.Join(bin, "bash"))) {
+			t.Errorf("with a planted shell first on PATH: %q", r.text())
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the planted shell ran")
+	}
+}
+
+// TestReadOnlyMountStays: a workspace the administrator bound read-only
+// stays read-only for a confined command.
+func TestReadOnlyMountStays(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	if os.Geteuid() != 0 {
+		t.Skip("binding a directory read-only needs root")
+	}
+	if err := unix.Mount(e.workspace, e.workspace, "", unix.MS_BIND, ""); err != nil {
+		t.Skip(err)
+	}
+	defer unix.Unmount(e.workspace, unix.MNT_DETACH)
+	if err := unix.Mount("", e.workspace, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := e.call(bashReq("echo written > file", ""))
+	if _, err := os.Stat(filepath.Join(e.workspace, "file")); err == nil {
+		t.Errorf("a read-only mount became writable: %q", r.text())
 	}
 }

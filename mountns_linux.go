@@ -114,26 +114,21 @@ func isDirFD(fd int) (bool, error) {
 	return st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
 }
 
-// bindOnto binds the tree at fd onto itself, read-only when ro. The new
-// mount makes the path a mount point, which rename and rmdir refuse.
+// bindOnto binds the tree at fd onto itself, read-only (recursively) when
+// ro. The new mount makes the path a mount point, which rename and rmdir
+// refuse. A writable directory's bind keeps the flags its mounts had: one
+// the administrator made read-only stays so.
 func bindOnto(fd int, p string, ro bool) error {
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return fmt.Errorf("open_tree %q: %w", p, err)
 	}
 	defer unix.Close(tree)
-	attr := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
 	if ro {
-		attr = unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	}
-	// Only the top mount of a writable directory turns read-write:
-	// mounts beneath it keep the flags they had.
-	flags := uint(unix.AT_EMPTY_PATH)
-	if ro {
-		flags |= unix.AT_RECURSIVE
-	}
-	if err := unix.MountSetattr(tree, "", flags, &attr); err != nil {
-		return fmt.Errorf("mount_setattr %q: %w", p, err)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("mount_setattr %q: %w", p, err)
+		}
 	}
 	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount %q: %w", p, err)
