@@ -33,14 +33,23 @@ func (g readGrant) confined() bool { return len(g.Denied) > 0 }
 // parameter so that it stays a pure function in tests.
 type listDir func(dir string) ([]fs.DirEntry, error)
 
+// devAllowed are the entries of /dev a confined command may read: the
+// character devices every program expects and the directories of
+// terminals, shared memory and descriptors. Block devices and the rest of
+// /dev are withheld: a root command could otherwise read any file,
+// withheld ones included, straight off the disk.
+var devAllowed = map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true,
+	"tty": true, "ptmx": true, "pts": true, "shm": true, "mqueue": true}
+
 // planReadRules is the read rules around g.Denied, at the rights a mode
-// reads with. Without anything denied it is one rule on "/".
+// reads with. Without anything denied it is one rule on "/" (and /dev is
+// then not filtered: reads are not confined at all).
 func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 	if !g.confined() {
 		return []landlockRule{{Path: "/", Access: read}}
 	}
 	denied := map[string]bool{}
-	split := map[string]bool{}
+	split := map[string]bool{"/dev": true}
 	for _, d := range g.Denied {
 		denied[d] = true
 		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
@@ -67,6 +76,9 @@ func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 			p := filepath.Join(s, e.Name())
 			if split[p] || denied[p] || e.Type()&fs.ModeSymlink != 0 {
 				continue // a symlink is followed to a path granted on its own
+			}
+			if s == "/dev" && !devAllowed[e.Name()] {
+				continue
 			}
 			rules = append(rules, landlockRule{Path: p, Access: read})
 		}

@@ -80,6 +80,25 @@ true`, spill, filepath.Dir(spill))
 	}
 }
 
+// TestNoWatching: a confined command can neither list /dev nor read a
+// device outside the allowed ones, and cannot set an inotify or fanotify
+// watch (which would name spill files in a directory it cannot list).
+func TestNoWatching(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	script := `ls /dev >/dev/null 2>&1 || echo dev-unlisted
+head -c 4 /dev/urandom | wc -c
+python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); print("inotify", c.inotify_init1(0), ctypes.get_errno()); print("fanotify", c.fanotify_init(0, 0), ctypes.get_errno())' 2>/dev/null || echo 'inotify -1 38'`
+	r := e.call(bashReq(script, ""))
+	for _, want := range []string{"dev-unlisted\n", "4\n", "inotify -1 38\n"} {
+		if !strings.Contains(r.text(), want) {
+			t.Errorf("missing %q in:\n%s", want, r.text())
+		}
+	}
+	if strings.Contains(r.text(), "fanotify") && !strings.Contains(r.text(), "fanotify -1 38") {
+		t.Errorf("fanotify: %s", r.text())
+	}
+}
+
 // TestReadConfinementRealWork: toolchains keep working with read
 // confinement on and a home that holds deny_read paths.
 func TestReadConfinementRealWork(t *testing.T) {
@@ -189,7 +208,8 @@ func TestNetworkOff(t *testing.T) {
 // function over a fake directory tree.
 func TestPlanReadRules(t *testing.T) {
 	tree := map[string][]string{
-		"/":                    {"etc", "home", "usr", "bin"},
+		"/":                    {"etc", "home", "usr", "bin", "dev"},
+		"/dev":                 {"null", "sda", "urandom", "kmsg", "pts"},
 		"/home":                {"u", "v"},
 		"/home/u":              {".ssh", "proj", ".local"},
 		"/home/u/.local":       {"state", "share"},
@@ -209,7 +229,9 @@ func TestPlanReadRules(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s %d", r.Path, r.Access))
 	}
 	want := []string{
-		"/etc 13", "/usr 13", "/home/v 13", // "/" split: bin is a symlink
+		"/etc 13", "/usr 13", // "/" split: bin is a symlink, /dev and /home split
+		"/dev/null 13", "/dev/urandom 13", "/dev/pts 13", // sda, kmsg withheld
+		"/home/v 13",
 		"/home/u/proj 13",
 		"/home/u/.local/share 13",
 		"/home/u/.local/state/other 13",

@@ -8,7 +8,10 @@ package main
 // filter refuses, with EPERM, every chmod, mknod and file creation whose
 // mode carries S_ISUID or S_ISGID. openat2 (whose mode sits in a struct
 // the filter cannot read) answers ENOSYS, so that callers fall back to
-// openat; io_uring, which would bypass the filter, answers ENOSYS too.
+// openat; io_uring, which would bypass the filter, answers ENOSYS too. So
+// do inotify and fanotify, which Landlock does not govern: a watch on the
+// spill directory would name every spill file as it is opened, where the
+// directory itself cannot be listed. Tools fall back to polling.
 // System calls of another architecture (32-bit ones on a 64-bit kernel)
 // answer ENOSYS: their numbers mean other calls.
 

@@ -13,5 +13,7 @@ func seccompArch() (arch, maxNr uint32, checks []seccompCheck) {
 		{nr: unix.SYS_MKNODAT, flagArg: -1, modeArg: 2, errno: unix.EPERM},
 		{nr: unix.SYS_OPENAT2, modeArg: -1, errno: unix.ENOSYS},
 		{nr: unix.SYS_IO_URING_SETUP, modeArg: -1, errno: unix.ENOSYS},
+		{nr: unix.SYS_INOTIFY_INIT1, modeArg: -1, errno: unix.ENOSYS},
+		{nr: unix.SYS_FANOTIFY_INIT, modeArg: -1, errno: unix.ENOSYS},
 	}
 }
