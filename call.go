@@ -321,6 +321,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if p.sandbox, err = planSandboxWith(in, abi, abiErr); err != nil {
 		return err
 	}
+	p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace)
 	if err := p.sandbox.protect(mountNamespace()); err != nil {
 		return err
 	}

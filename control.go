@@ -142,6 +142,23 @@ func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
 	return nil
 }
 
+// otherWorkspaces lists the workspaces other sessions pinned (at most
+// 256), so that a command that can write where they lie (/tmp) cannot
+// plant code in their repositories either.
+func (inv *invocation) otherWorkspaces(mine string) []string {
+	pins, _ := filepath.Glob(filepath.Join(inv.stateDir, "sessions", "*", "workspaces", "*.json"))
+	var out []string
+	seen := map[string]bool{mine: true}
+	for _, p := range pins[:min(len(pins), 256)] {
+		var pin workspacePin
+		if readJSON(p, &pin) == nil && !seen[pin.Path] {
+			seen[pin.Path] = true
+			out = append(out, pin.Path)
+		}
+	}
+	return out
+}
+
 // repairMode gives a directory or file of bashcall's own back its private
 // mode when a command changed it (Landlock does not govern chmod), saying
 // so on stderr. Something owned by another user is left alone: the

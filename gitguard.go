@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // Limits on what one call's protection looks at.
@@ -47,6 +48,18 @@ type guardEntry struct {
 	Names []string `json:"names,omitempty"`
 	// Full says Data and Names were recorded (the snapshot mechanism).
 	Full bool `json:"full,omitempty"`
+	// Shallow marks a git dir itself: restored only to be a directory
+	// again (a command could swap it for a .git file pointing elsewhere).
+	Shallow bool `json:"shallow,omitempty"`
+}
+
+// modeEntry is the mode of a control path (or an ancestor of one) that
+// the snapshot mechanism puts back: without a mount namespace a command
+// can chmod what its user owns, bashcall's executable and state dir
+// included, and so make the next call fail.
+type modeEntry struct {
+	Path string      `json:"path"`
+	Mode fs.FileMode `json:"mode"`
 }
 
 // path is the entry's absolute path.
@@ -57,13 +70,15 @@ type gitGuard struct {
 	Entries []guardEntry `json:"entries,omitempty"`
 	// Pins are git dirs bound onto themselves in a mount namespace.
 	Pins []string `json:"pins,omitempty"`
+	// Modes are control paths' modes, put back after the call (snapshot).
+	Modes []modeEntry `json:"modes,omitempty"`
 }
 
 // readOnly lists the existing protected paths, for the launcher to bind.
 func (g *gitGuard) readOnly() []string {
 	var out []string
 	for _, e := range g.Entries {
-		if e.Kind == "file" || e.Kind == "dir" {
+		if (e.Kind == "file" || e.Kind == "dir") && !e.Shallow {
 			out = append(out, e.path())
 		}
 	}
@@ -71,28 +86,53 @@ func (g *gitGuard) readOnly() []string {
 }
 
 // planGitGuard records the protected paths of every repository whose git
-// dir lies in one of writable. full records contents for a restore (the
-// snapshot mechanism); without it only what exists is noted.
-func planGitGuard(writable []string, full bool) (*gitGuard, error) {
+// dir lies in one of writable: at the top of each writable directory, of
+// each of others (other sessions' workspaces, which a command of this one
+// could reach through /tmp), and of the submodules .gitmodules names in
+// those. full records contents for a restore (the snapshot mechanism),
+// and the modes of controls and their ancestors; without it only what
+// exists is noted.
+func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, error) {
 	g := &gitGuard{}
 	seen := map[string]bool{}
 	budget := maxGuardBytes
-	for _, w := range writable {
-		for _, gitDir := range gitDirsOf(w) {
-			paths := protectedGitPaths(gitDir)
-			if dotGit := filepath.Join(w, ".git"); gitDir != dotGit {
+	tops := append(append([]string(nil), writable...), others...)
+	for i := 0; i < len(tops) && i < maxGuardEntries; i++ {
+		top := tops[i]
+		if containing(top, writable) == "" {
+			continue
+		}
+		for _, sub := range submodulePaths(top) {
+			tops = append(tops, filepath.Join(top, sub))
+		}
+		for _, gitDir := range gitDirsOf(top) {
+			var paths []string
+			if full {
+				paths = append(paths, "shallow:"+gitDir)
+			}
+			paths = append(paths, protectedGitPaths(gitDir)...)
+			if dotGit := filepath.Join(top, ".git"); gitDir != dotGit {
 				paths = append(paths, dotGit) // the .git file that points at it
 			}
 			for _, p := range paths {
+				shallow := strings.HasPrefix(p, "shallow:")
+				p = strings.TrimPrefix(p, "shallow:")
 				root := containing(p, writable)
-				if root == "" || seen[p] {
+				key := fmt.Sprint(shallow, p)
+				if root == "" || seen[key] {
 					continue
 				}
-				seen[p] = true
+				seen[key] = true
 				if len(g.Entries) >= maxGuardEntries {
-					return nil, fmt.Errorf("too many protected git files under %q", w)
+					return nil, fmt.Errorf("too many protected git files under %q", top)
 				}
-				if err := g.record(root, p, full, &budget); err != nil {
+				var err error
+				if shallow {
+					err = g.recordShallow(root, p)
+				} else {
+					err = g.record(root, p, full, &budget)
+				}
+				if err != nil {
 					return nil, err
 				}
 			}
@@ -102,7 +142,63 @@ func planGitGuard(writable []string, full bool) (*gitGuard, error) {
 			}
 		}
 	}
+	if full {
+		g.Modes = controlModes(controls)
+	}
 	return g, nil
+}
+
+// recordShallow notes that git dir p is a directory, so that a swap for
+// a .git file is undone.
+func (g *gitGuard) recordShallow(root, p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	rel, _ := filepath.Rel(root, p)
+	g.Entries = append(g.Entries, guardEntry{Root: root, Rel: rel, Kind: "dir", Mode: fi.Mode(), Full: true, Shallow: true})
+	return nil
+}
+
+// submodulePaths reads the submodule paths of .gitmodules at top: each
+// has a .git file (or dir) of its own that git follows.
+func submodulePaths(top string) []string {
+	b, err := os.ReadFile(filepath.Join(top, ".gitmodules"))
+	if err != nil || len(b) > 1<<20 {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || strings.TrimSpace(k) != "path" {
+			continue
+		}
+		v = filepath.Clean(strings.TrimSpace(v))
+		if v != "." && !filepath.IsAbs(v) && !strings.HasPrefix(v, "..") {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// controlModes records the modes of controls and of their ancestors that
+// this user owns (the ones a command could chmod).
+func controlModes(controls []string) []modeEntry {
+	var out []modeEntry
+	seen := map[string]bool{}
+	for _, c := range controls {
+		for p := c; p != "/" && p != "." && !seen[p]; p = filepath.Dir(p) {
+			seen[p] = true
+			fi, err := os.Lstat(p)
+			if err != nil {
+				continue
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() && fi.Mode()&fs.ModeSymlink == 0 {
+				out = append(out, modeEntry{Path: p, Mode: fi.Mode()})
+			}
+		}
+	}
+	return out
 }
 
 // containing is the directory of dirs that p lies in, or "".
@@ -316,6 +412,16 @@ func (g *gitGuard) restore() (reverted []string, err error) {
 			reverted = append(reverted, e.path())
 		}
 	}
+	for _, m := range g.Modes {
+		fi, err := os.Lstat(m.Path)
+		if err != nil || fi.Mode() == m.Mode || fi.Mode()&fs.ModeSymlink != 0 {
+			continue
+		}
+		if err := os.Chmod(m.Path, m.Mode); err != nil {
+			errs = append(errs, fmt.Errorf("restoring the mode of %q: %w", m.Path, err))
+		}
+		reverted = append(reverted, m.Path)
+	}
 	sort.Strings(reverted)
 	return reverted, errors.Join(errs...)
 }
@@ -332,6 +438,17 @@ func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
 			return false, nil
 		}
 		return true, r.RemoveAll(e.Rel)
+	}
+	if e.Shallow {
+		if exists && fi.IsDir() {
+			return false, nil
+		}
+		if exists {
+			if err := r.RemoveAll(e.Rel); err != nil {
+				return true, err
+			}
+		}
+		return true, r.Mkdir(e.Rel, e.Mode.Perm())
 	}
 	if !e.Full {
 		return false, nil // bound read-only: nothing could change it

@@ -44,6 +44,8 @@ var plantVectors = []struct{ name, script string }{
 	{"replaced-hooks", `mv "$G/hooks" "$G/hooks.old" && mkdir "$G/hooks" && printf '#!/bin/sh\ntouch %s/replaced-hooks\n' "$PWNED" > "$G/hooks/pre-commit" && chmod +x "$G/hooks/pre-commit"`},
 	{"replaced-gitdir", `cp -r "$G" "$G.new" && printf '#!/bin/sh\ntouch %s/replaced-gitdir\n' "$PWNED" > "$G.new/hooks/pre-commit" && chmod +x "$G.new/hooks/pre-commit" && mv "$G" "$G.old" && mv "$G.new" "$G"`},
 	{"remote", `git remote add evil "$G" && git config remote.evil.uploadpack "touch $PWNED/remote; git-upload-pack"`},
+	// Last: where it is undone by snapshot, the repository is left broken.
+	{"gitdir-to-file", `rm -rf /tmp/bashcall-evil-common && cp -r "$G" /tmp/bashcall-evil-common && git --git-dir=/tmp/bashcall-evil-common config core.fsmonitor "touch $PWNED/gitdir-to-file" && mv "$G" "$G.moved" && echo "gitdir: /tmp/bashcall-evil-common" > "$G"`},
 }
 
 // checkNothingRan runs git the way a person would after the call and
@@ -158,10 +160,14 @@ func TestPlantedCodeSubmodule(t *testing.T) {
 				t.Fatalf("no submodule git dir: %v", err)
 			}
 			script := fmt.Sprintf(`printf '#!/bin/sh\ntouch %s/sub-hook\n' > %q/hooks/pre-commit; chmod +x %q/hooks/pre-commit
-cd sub && git config core.fsmonitor 'touch %s/sub-fsmonitor'; true`, pwned, modDir, modDir, pwned)
+(cd sub && git config core.fsmonitor 'touch %s/sub-fsmonitor')
+rm -rf /tmp/bashcall-evil-sub && cp -r %q /tmp/bashcall-evil-sub && git config --file /tmp/bashcall-evil-sub/config core.fsmonitor 'touch %s/sub-gitfile; false' && git config --file /tmp/bashcall-evil-sub/config core.worktree %q && echo 'gitdir: /tmp/bashcall-evil-sub' > sub/.git
+true`, pwned, modDir, modDir, pwned, modDir, pwned, filepath.Join(e.workspace, "sub"))
+			defer os.RemoveAll("/tmp/bashcall-evil-sub")
 			r := e.call(sessionCall(script, "S", e.workspace, ""))
 			t.Logf("call: %s", r.text())
 			sub := filepath.Join(e.workspace, "sub")
+			gitRun(t, e.workspace, "status")
 			os.WriteFile(filepath.Join(sub, "b.txt"), []byte("b\n"), 0o644)
 			gitRun(t, sub, "add", "-A")
 			gitRun(t, sub, "commit", "-qm", "in the submodule")
@@ -217,7 +223,7 @@ func TestGitGuardRestore(t *testing.T) {
 	os.MkdirAll(filepath.Join(g, "hooks"), 0o755)
 	os.WriteFile(filepath.Join(g, "config"), []byte("[core]\n"), 0o644)
 	os.WriteFile(filepath.Join(g, "hooks", "pre-commit.sample"), []byte("#!/bin/sh\n"), 0o755)
-	guard, err := planGitGuard([]string{ws}, true)
+	guard, err := planGitGuard([]string{ws}, nil, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +268,49 @@ func TestGitGuardRestore(t *testing.T) {
 	b, _ := json.Marshal(guard)
 	if len(b) > 4096 {
 		t.Errorf("a snapshot of a small repository is %d bytes", len(b))
+	}
+}
+
+// TestPlantedCodeOtherSession: session B, whose workspace is elsewhere,
+// plants code in the repository of session A's workspace under /tmp
+// (writable to both); git run there later runs nothing of it.
+func TestPlantedCodeOtherSession(t *testing.T) {
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			pwned := filepath.Join(e.dir, "pwned")
+			os.Mkdir(pwned, 0o777)
+			wsA, err := os.MkdirTemp("/tmp", "bashcall-ws-a-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(wsA)
+			newRepo(t, wsA)
+			e.call(sessionCall("true", "A", wsA, "")) // A's first call pins its workspace
+			newRepo(t, e.workspace)
+			plant := fmt.Sprintf(`printf '#!/bin/sh\ntouch %s/other-session\n' > %q/.git/hooks/pre-commit; chmod +x %q/.git/hooks/pre-commit; git -C %q config core.fsmonitor 'touch %s/other-fsmonitor'; true`,
+				pwned, wsA, wsA, wsA, pwned)
+			r := e.call(sessionCall(plant, "B", e.workspace, ""))
+			t.Logf("B: %s", r.text())
+			checkNothingRan(t, wsA, pwned)
+		})
+	}
+}
+
+// TestControlModesRestored: without a mount namespace a command can chmod
+// what its user owns; the modes of bashcall's control paths and their
+// parents are put back after the call, and reported.
+func TestControlModesRestored(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	e.extraEnv = []string{"BASHCALL_PROTECT=snapshot"}
+	before, _ := os.Stat(e.dir) // the state dir's parent
+	r := e.call(bashReq(fmt.Sprintf("chmod 000 %q", e.dir), ""))
+	after, err := os.Stat(e.dir)
+	if err != nil || after.Mode() != before.Mode() {
+		t.Errorf("mode of the state dir's parent: %v, want %v; text %q", after.Mode(), before.Mode(), r.text())
+	}
+	if !strings.Contains(r.text(), markerReverted([]string{e.dir})) {
+		t.Errorf("no revert marker for %s in %q", e.dir, r.text())
 	}
 }

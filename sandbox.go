@@ -203,6 +203,10 @@ type sandboxPlan struct {
 	NS       nsKind
 	Guard    *gitGuard
 	Facts    sandboxFacts
+	// Controls and Others feed the guard: control paths whose modes the
+	// snapshot mechanism puts back, other sessions' workspaces.
+	Controls []string `json:",omitempty"`
+	Others   []string `json:",omitempty"`
 }
 
 // confined reports whether the plan runs the command through the launcher.
@@ -242,7 +246,7 @@ func (p *sandboxPlan) protect(ns nsKind) error {
 		return nil
 	}
 	p.NS = ns
-	g, err := planGitGuard(p.Dirs, ns == nsNone)
+	g, err := planGitGuard(p.Dirs, p.Others, p.Controls, ns == nsNone)
 	if err != nil {
 		return toolErrorf("refusing to run under %s: %v", p.Mode, err)
 	}
