@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Limits on what one call's protection looks at.
@@ -576,4 +577,48 @@ func (f *sandboxFacts) restored(reverted []string, err error) {
 	if err != nil {
 		f.RestoreFailed = err.Error()
 	}
+}
+
+// sweep restores the protected paths every period while a background
+// task runs, so that what it plants (a commondir, a hook) does not wait
+// for the task to settle; the returned stop ends the sweeps and returns
+// what they put back.
+func (g *gitGuard) sweep(period time.Duration) (stop func() []string) {
+	if g == nil || len(g.Entries) == 0 {
+		return func() []string { return nil }
+	}
+	done, result := make(chan struct{}), make(chan []string, 1)
+	go func() {
+		var all []string
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				result <- all
+				return
+			case <-t.C:
+				reverted, _ := g.restore()
+				all = mergeSorted(all, reverted)
+			}
+		}
+	}()
+	return func() []string {
+		close(done)
+		return <-result
+	}
+}
+
+// mergeSorted is the sorted union of two sorted lists.
+func mergeSorted(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range append(append([]string(nil), a...), b...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gitRun runs git unconfined in dir, as the person or the host would.
@@ -312,5 +313,34 @@ func TestControlModesRestored(t *testing.T) {
 	}
 	if !strings.Contains(r.text(), markerReverted([]string{e.dir})) {
 		t.Errorf("no revert marker for %s in %q", e.dir, r.text())
+	}
+}
+
+// TestPlantedCodeWhileRunning: a background task plants a commondir (which
+// no mount can protect before it exists) and keeps running; the planted
+// file is gone within seconds, not when the task settles.
+func TestPlantedCodeWhileRunning(t *testing.T) {
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			commondir := filepath.Join(e.workspace, ".git", "commondir")
+			start := e.call(sessionCall("echo /tmp/elsewhere > .git/commondir; echo planted; sleep 30", "S", e.workspace, `"run_in_background":true`))
+			if start.text() != textStarted("bash-1") {
+				t.Fatalf("start: %q", start.text())
+			}
+			defer e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S"))
+			waitFor(t, 10*time.Second, "the task to plant", func() bool {
+				return strings.Contains(e.call(sessionReq("bash_output", `{"task_id":"bash-1"}`, "S")).text(), "planted")
+			})
+			waitFor(t, 5*time.Second, "the planted commondir to be removed while the task runs", func() bool {
+				_, err := os.Lstat(commondir)
+				return err != nil
+			})
+			if r := e.call(sessionReq("bash_list", `{}`, "S")); !strings.Contains(r.text(), "bash-1 running") {
+				t.Errorf("the task is no longer running: %q", r.text())
+			}
+		})
 	}
 }

@@ -247,6 +247,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 	if err := setSubreaper(); err != nil {
 		return nil, err
 	}
+	sweep := func() []string { return nil }
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
 		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
@@ -259,13 +260,18 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 			spec.Guard = spec.Plan.Guard
 			return argv, err
 		},
-		Started: func(int) { ready() },
+		Started: func(int) {
+			sweep = spec.Guard.sweep(time.Second)
+			ready()
+		},
 		Track: func(tree *treeRecord) error {
 			return writeJSON(filepath.Join(t.dir, "command.json"), tree)
 		},
 	})
+	swept := sweep()
 	final := &taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Sandbox: &spec.Sandbox}
-	final.Sandbox.restored(spec.Guard.restore())
+	reverted, restoreErr := spec.Guard.restore()
+	final.Sandbox.restored(mergeSorted(swept, reverted), restoreErr)
 	switch {
 	case err != nil:
 		fmt.Fprintf(outs[1], "bashcall: %v\n", startError(err))
