@@ -22,8 +22,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -79,8 +80,22 @@ func (inv *invocation) home() string {
 	if h := inv.getenv("HOME"); h != "" {
 		return h
 	}
-	if u, err := user.Current(); err == nil {
-		return u.HomeDir
+	return passwdHome(os.Getuid())
+}
+
+// passwdHome is the home directory of uid in /etc/passwd, "" when it is
+// not there. (os/user would link bashcall against the C library wherever
+// cgo is available, and bashcall is a static binary.)
+func passwdHome(uid int) string {
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 7 && f[2] == strconv.Itoa(uid) {
+			return f[5]
+		}
 	}
 	return ""
 }
