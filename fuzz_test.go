@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzConfig: any config file either loads into a configuration that
+// validates, or is refused with an error naming the file; never a panic.
+func FuzzConfig(f *testing.F) {
+	example, _ := os.ReadFile("config.toml.example")
+	for _, seed := range []string{string(example), "", "timeout_ms = -1\n", "[sandbox]\nmode = \"x\"\n",
+		"[env]\nset = { A = \"\\u0000\" }\n", "[sandbox]\ndeny_read = [\"rel\"]\nnetwork = \"off\"\n", "a = [[[[", "\xff\xfe"} {
+		f.Add(seed)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, text string) {
+		p := filepath.Join(dir, "config.toml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(p)
+		if err != nil {
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q does not name the file", err)
+			}
+			return
+		}
+		if err := cfg.validate(); err != nil {
+			t.Errorf("a loaded config does not validate: %v", err)
+		}
+	})
+}
+
+// FuzzTaskID: only ids of the form bash-N are valid, and a valid id never
+// names a path outside the tasks directory.
+func FuzzTaskID(f *testing.F) {
+	for _, seed := range []string{"bash-1", "bash-0", "bash-", "../bash-1", "bash-1/..", "bash-١", "bash-99999999999999999999", "", "bash-1\x00"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if !validTaskID(id) {
+			return
+		}
+		if !strings.HasPrefix(id, "bash-") || strings.ContainsAny(id, "/\\\x00.") {
+			t.Errorf("validTaskID(%q) = true", id)
+		}
+		if filepath.Join("/state/tasks", id) != "/state/tasks/"+id {
+			t.Errorf("id %q does not name one entry of the tasks directory", id)
+		}
+	})
+}
