@@ -65,6 +65,21 @@ true`, spill, filepath.Dir(spill))
 			t.Errorf("confined B could not read %q:\n%s", want, text)
 		}
 	}
+	// A background task's complete copy, named in a lossy read, is readable
+	// by that path too, from a confined call of another session.
+	lossy := e.call(sessionReq("bash", `{"command":"seq 1 3000","description":"d","run_in_background":true}`, "A"))
+	if lossy.text() != textStarted("bash-2") {
+		t.Fatalf("start: %q", lossy.text())
+	}
+	read := e.call(sessionReq("bash_output", `{"task_id":"bash-2","wait":true}`, "A")).text()
+	m = regexp.MustCompile(`full output: (\S+?)[,\]]`).FindStringSubmatch(read)
+	if m == nil {
+		t.Fatalf("no full-output path in %q", read)
+	}
+	r = e.call(sessionReq("bash", `{"command":`+jsonString("tail -n 1 "+m[1])+`,"description":"d"}`, "B"))
+	if r.text() != "3000\n" {
+		t.Errorf("reading a task's complete copy by its path: %q", r.text())
+	}
 	// danger-full-access is unconfined: it reads everything.
 	full := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
 	full.extraEnv = e.extraEnv

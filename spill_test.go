@@ -231,10 +231,12 @@ func TestSpillCountsTasks(t *testing.T) {
 	e.waitDone(settled, "A")
 	time.Sleep(20 * time.Millisecond)
 	running := e.start(printN("U", 80000)+"; sleep 300", "A")
-	runningLog := filepath.Join(e.stateDir, "tasks", running, "stdout.log")
+	settledLog := e.taskFull(settled, "stdout")
+	var runningLog string
 	waitFor(t, 30*time.Second, "the running task's output", func() bool {
+		runningLog = e.taskFull(running, "stdout")
 		fi, err := os.Stat(runningLog)
-		return err == nil && fi.Size() == 80000
+		return runningLog != "" && err == nil && fi.Size() == 80000
 	})
 	var paths []string
 	for _, letter := range []string{"F", "G"} {
@@ -248,7 +250,7 @@ func TestSpillCountsTasks(t *testing.T) {
 			t.Errorf("after %s the copies hold %d bytes, over the 250000 cap", letter, size)
 		}
 	}
-	if fileExists(filepath.Join(e.stateDir, "tasks", settled, "stdout.log")) {
+	if settledLog == "" || fileExists(settledLog) {
 		t.Error("the settled task's copy (the oldest finished) survived")
 	}
 	if b, err := os.ReadFile(runningLog); err != nil || string(b) != wantN("U", 80000) {

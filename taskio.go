@@ -30,9 +30,13 @@ type diskStream struct {
 	last     *tail // for the denial classifier
 }
 
-// openTaskStreams creates the stdout and stderr files of a task.
+// openTaskStreams creates the stdout and stderr files of a task. The
+// complete copies go to the spill directory under random names (recorded
+// in full.json), where a confined command can read one by the exact path
+// it was given and cannot find the others.
 func openTaskStreams(t *task) ([2]*diskStream, error) {
 	var s [2]*diskStream
+	fulls := map[string]string{}
 	for i, name := range []string{"stdout", "stderr"} {
 		d := &diskStream{capacity: 2 * t.meta.MaxOutputBytes, spillMax: t.meta.MaxSpillBytes,
 			last: newTail(int(t.meta.MaxOutputBytes))}
@@ -45,13 +49,21 @@ func openTaskStreams(t *task) ([2]*diskStream, error) {
 			ring.Close()
 			return s, err
 		}
-		fullPath := filepath.Join(t.dir, name+".log")
-		full, err := os.OpenFile(fullPath, flags, 0o600)
-		if err != nil {
-			return s, err
-		}
-		d.full, _ = taskSpillCap(t).adopt(full, fullPath) // nil: no complete copy
 		s[i] = d
+		spillDir, err := privateDir(filepath.Dir(filepath.Dir(t.dir)), "spill")
+		if err != nil {
+			continue // no complete copy
+		}
+		full, fullPath, err := createPrivate(spillDir, "*-"+t.id+"-"+name+".log")
+		if err != nil {
+			continue
+		}
+		if d.full, _ = taskSpillCap(t).adopt(full, fullPath); d.full != nil {
+			fulls[name] = fullPath
+		}
+	}
+	if err := writeJSON(filepath.Join(t.dir, "full.json"), fulls); err != nil {
+		return s, err
 	}
 	if err := writeCursors(t, [2]int64{}); err != nil {
 		return s, err
@@ -154,12 +166,22 @@ func (t *task) consume(settled bool) (*taskRead, error) {
 		}
 		if s.lossy {
 			r.Lossy = true
-			if full := filepath.Join(t.dir, name+".log"); fileExists(full) {
+			if full := t.fullPath(name); full != "" && fileExists(full) {
 				r.FullPaths = append(r.FullPaths, full)
 			}
 		}
 	}
 	return r, writeCursors(t, cursors)
+}
+
+// fullPath is where a task's complete copy of a stream is, "" when it has
+// none.
+func (t *task) fullPath(name string) string {
+	var fulls map[string]string
+	if readJSON(filepath.Join(t.dir, "full.json"), &fulls) != nil {
+		return ""
+	}
+	return fulls[name]
 }
 
 func fileExists(p string) bool {

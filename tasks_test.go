@@ -63,7 +63,7 @@ func TestTaskTexts(t *testing.T) {
 	golden(t, "no_new_output", e.call(outputReq("bash-1", "A", "")).text())
 	id := e.start("printf 'partial'; sleep 30", "A")
 	waitFor(t, 10*time.Second, "output", func() bool {
-		return fileSize(filepath.Join(e.stateDir, "tasks", id, "stdout.log")) == 7
+		return fileSize(e.taskFull(id, "stdout")) == 7
 	})
 	golden(t, "running", e.call(outputReq(id, "A", "")).text())
 	golden(t, "kill", e.call(sessionReq("bash_kill", `{"task_id":"bash-2"}`, "A")).text())
@@ -367,13 +367,13 @@ func TestLossyRead(t *testing.T) {
 	id := e.start("seq 1 1000", "A")
 	r := e.waitDone(id, "A")
 	golden(t, "with_file", e.scrub(r.text()))
-	full, _ := os.ReadFile(filepath.Join(e.stateDir, "tasks", id, "stdout.log"))
+	full, _ := os.ReadFile(e.taskFull(id, "stdout"))
 	if lines := strings.Count(string(full), "\n"); lines != 1000 {
 		t.Errorf("the complete file has %d lines, want 1000", lines)
 	}
 	id = e.start("seq 1 5000", "A")
 	golden(t, "unavailable", e.scrub(e.waitDone(id, "A").text()))
-	if _, err := os.Stat(filepath.Join(e.stateDir, "tasks", id, "stdout.log")); err == nil {
+	if p := e.taskFull(id, "stdout"); p == "" || fileExists(p) {
 		t.Error("the complete file was kept past max_spill_bytes")
 	}
 }
@@ -410,4 +410,12 @@ func TestTaskLimit(t *testing.T) {
 	e.start("sleep 300", "B")
 	e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "A"))
 	e.start("true", "A")
+}
+
+// taskFull is the path of a task's complete copy of a stream (in the
+// spill directory, named in the task's full.json), "" before it exists.
+func (e *testEnv) taskFull(id, stream string) string {
+	var fulls map[string]string
+	readJSON(filepath.Join(e.stateDir, "tasks", id, "full.json"), &fulls)
+	return fulls[stream]
 }
