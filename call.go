@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -180,6 +181,9 @@ func (inv *invocation) bash(req *request, resp *response) error {
 	}
 	if a.Background && !inv.cfg.Background.Enabled {
 		return toolErrorf("run_in_background is disabled by this executor's configuration")
+	}
+	if a.Background && !processIdentity {
+		return toolErrorf("run_in_background is not supported on %s: without /proc start times a reused pid could be signalled", runtime.GOOS)
 	}
 	p := &callPlan{timeoutMs: inv.cfg.TimeoutMs}
 	if a.TimeoutMs > 0 {

@@ -12,8 +12,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // version is set with -ldflags "-X main.version=v1.2.3".
@@ -206,39 +204,4 @@ func readDirNames(dir string) ([]string, error) {
 	}
 	defer d.Close()
 	return d.Readdirnames(-1)
-}
-
-// lookShell resolves the configured shell to an absolute path.
-func lookShell(shell, path string) (string, error) {
-	if strings.Contains(shell, "/") {
-		p, err := filepath.Abs(shell)
-		if err == nil {
-			_, err = os.Stat(p)
-		}
-		if err != nil {
-			return "", toolErrorf("the configured shell %q cannot be used: %v", shell, err)
-		}
-		return p, nil
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if !filepath.IsAbs(dir) {
-			continue // "" and "." would find a shell a command planted in the workdir
-		}
-		p := filepath.Join(dir, shell)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return filepath.Abs(p)
-		}
-	}
-	return "", toolErrorf("the configured shell %q is not on PATH", shell)
-}
-
-// signalName is "SIGTERM" for SIGTERM, "" for no signal.
-func signalName(sig unix.Signal) string {
-	if sig == 0 {
-		return ""
-	}
-	if n := unix.SignalName(sig); n != "" {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(sig))
 }

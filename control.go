@@ -13,7 +13,10 @@ package main
 //
 // A session's workspace is pinned by its first call (device and inode):
 // a command that renames the workspace away and puts a symlink in its
-// place cannot make the next call's writable set somewhere else.
+// place cannot make the next call's writable set somewhere else. This file
+// also owns the other paths a call's sandbox is built from: the session's
+// build cache, the read grant, and the shell, which must not lie where a
+// confined command could have planted it.
 
 import (
 	"crypto/sha256"
@@ -220,4 +223,50 @@ func repairTree(dir string) {
 	for _, e := range entries {
 		repairTree(filepath.Join(dir, e.Name()))
 	}
+}
+
+// sandboxCache is a private cache directory for a session's commands in
+// workspace-write mode ($XDG_CACHE_HOME/bashcall/<session>): build tools
+// that cache under $XDG_CACHE_HOME (go build, pip, ...) get somewhere to
+// write without the user's real caches becoming writable. "" when there
+// is no cache home.
+func (inv *invocation) sandboxCache(sessionID string) string {
+	dir := inv.sandboxCachePath(sessionID)
+	if dir == "" {
+		return ""
+	}
+	base := filepath.Dir(filepath.Dir(dir))
+	// A writable workspace above the cache could have made a component a
+	// symlink to somewhere else: MkdirAll would follow it, so the check
+	// comes first, and again after, and then there is no private cache.
+	if canonicalPrefix(dir) != filepath.Join(canonicalPrefix(base), "bashcall", filepath.Base(dir)) {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	canon := canonicalOr(dir)
+	if canon != filepath.Join(canonicalOr(base), "bashcall", filepath.Base(dir)) {
+		return ""
+	}
+	return canon
+}
+
+// sandboxCachePath is where a session's build cache goes,
+// $XDG_CACHE_HOME/bashcall/<hash> (or under ~/.cache); "" without a home.
+func (inv *invocation) sandboxCachePath(sessionID string) string {
+	base := inv.getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home := inv.getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	key := "default"
+	if sessionID != "" {
+		sum := sha256.Sum256([]byte("bashcall-cache\x00" + sessionID))
+		key = hex.EncodeToString(sum[:8])
+	}
+	return filepath.Join(base, "bashcall", key)
 }

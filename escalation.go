@@ -11,10 +11,7 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -101,16 +98,6 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// sessionDir is the state dir's directory of one owner key.
-func (inv *invocation) sessionDir(key string) string { return sessionDir(inv.stateDir, key) }
-
-func sessionDir(stateDir, key string) string {
-	if key == "" {
-		key = "none"
-	}
-	return filepath.Join(stateDir, "sessions", key)
-}
-
 // standingMode is the session's stored mode, else the configured default.
 func (inv *invocation) standingMode(sessionID string) string {
 	if sessionID != "" {
@@ -136,87 +123,4 @@ func (inv *invocation) setStandingMode(sessionID, mode string) error {
 		return nil
 	}
 	return writeFileAtomic(p, []byte(mode+"\n"))
-}
-
-// ensureSessionDir creates the private directories of one owner key.
-func (inv *invocation) ensureSessionDir(key string) (string, error) {
-	if _, err := privateDir(inv.stateDir, "sessions"); err != nil {
-		return "", err
-	}
-	dir := inv.sessionDir(key)
-	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending"), filepath.Join(dir, "running"), filepath.Join(dir, "workspaces")} {
-		if _, err := privateDir(d); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
-}
-
-// sandboxCache is a private cache directory for a session's commands in
-// workspace-write mode ($XDG_CACHE_HOME/bashcall/<session>): build tools
-// that cache under $XDG_CACHE_HOME (go build, pip, ...) get somewhere to
-// write without the user's real caches becoming writable. "" when there
-// is no cache home.
-func (inv *invocation) sandboxCache(sessionID string) string {
-	dir := inv.sandboxCachePath(sessionID)
-	if dir == "" {
-		return ""
-	}
-	base := filepath.Dir(filepath.Dir(dir))
-	// A writable workspace above the cache could have made a component a
-	// symlink to somewhere else: MkdirAll would follow it, so the check
-	// comes first, and again after, and then there is no private cache.
-	if canonicalPrefix(dir) != filepath.Join(canonicalPrefix(base), "bashcall", filepath.Base(dir)) {
-		return ""
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return ""
-	}
-	canon := canonicalOr(dir)
-	if canon != filepath.Join(canonicalOr(base), "bashcall", filepath.Base(dir)) {
-		return ""
-	}
-	return canon
-}
-
-// sandboxCachePath is where a session's build cache goes,
-// $XDG_CACHE_HOME/bashcall/<hash> (or under ~/.cache); "" without a home.
-func (inv *invocation) sandboxCachePath(sessionID string) string {
-	base := inv.getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home := inv.getenv("HOME")
-		if home == "" {
-			return ""
-		}
-		base = filepath.Join(home, ".cache")
-	}
-	key := "default"
-	if sessionID != "" {
-		sum := sha256.Sum256([]byte("bashcall-cache\x00" + sessionID))
-		key = hex.EncodeToString(sum[:8])
-	}
-	return filepath.Join(base, "bashcall", key)
-}
-
-// writeFileAtomic writes data to p through a private temporary file and a
-// rename, so that readers see the old content or the new, never a part.
-// The temporary's name starts with a dot, for readers that list the
-// directory (spool clients).
-func writeFileAtomic(p string, data []byte) error {
-	f, tmp, err := createPrivate(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("writing %q: %w", p, err)
-	}
-	return nil
 }

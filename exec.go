@@ -1,6 +1,7 @@
 package main
 
-// Starting, supervising, timing out and reaping one command.
+// Starting, supervising, timing out and reaping one command, and the
+// shell it runs in.
 //
 // The command is the leader of a new session, so of its own process group,
 // with stdin /dev/null and no controlling terminal. Stopping it is a ladder:
@@ -13,11 +14,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // runSpec is one command to run to completion.
@@ -352,4 +357,39 @@ func reapOrphans(bound time.Duration) {
 		killTree(os.Getpid())
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// lookShell resolves the configured shell to an absolute path.
+func lookShell(shell, path string) (string, error) {
+	if strings.Contains(shell, "/") {
+		p, err := filepath.Abs(shell)
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return "", toolErrorf("the configured shell %q cannot be used: %v", shell, err)
+		}
+		return p, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue // "" and "." would find a shell a command planted in the workdir
+		}
+		p := filepath.Join(dir, shell)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return filepath.Abs(p)
+		}
+	}
+	return "", toolErrorf("the configured shell %q is not on PATH", shell)
+}
+
+// signalName is "SIGTERM" for SIGTERM, "" for no signal.
+func signalName(sig unix.Signal) string {
+	if sig == 0 {
+		return ""
+	}
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
 }

@@ -1,22 +1,22 @@
 package main
 
-// Sandbox policy, independent of the kernel: modes, the Landlock ABI table,
-// the rules a mode needs, the denial classifier and escalation.
+// Sandbox policy, independent of the kernel: modes, the Landlock ABI table
+// as data, the rules a mode needs, and the denial classifiers.
 //
 // Landlock is an allow-list. Every mode lets the command read and execute
-// everywhere; read-only lets it write only /dev/null; workspace-write also
-// lets it write the session workspace, /tmp and [sandbox] writable_roots.
-// Because a rule on a directory covers everything beneath it, nothing below
-// a writable root can be carved out again: a call whose writable roots would
-// contain the state dir, the spool dir or the config file is refused rather
-// than run with bashcall's own state exposed to the command.
+// everything but what reads withhold (readrules.go); read-only lets it
+// write only /dev/null; workspace-write also lets it write the session
+// workspace, /tmp and [sandbox] writable_roots. Because a rule on a
+// directory covers everything beneath it, nothing below a writable root
+// can be carved out again: a call whose writable roots would contain a
+// control path (control.go) is refused rather than run with bashcall's own
+// state exposed to the command. Planning one call is sandboxplan.go.
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // launcherArg is the hidden first argument that selects the launcher.
@@ -192,68 +192,6 @@ const (
 	nsUser                // a user namespace with a mount namespace
 )
 
-// sandboxPlan is how one call is confined.
-type sandboxPlan struct {
-	Mode     string
-	Writable []string // canonical paths, for the launcher
-	Dirs     []string // the writable directories among them
-	Reads    readGrant
-	NetOff   bool
-	Scope    bool // scope signals and abstract sockets
-	NS       nsKind
-	Guard    *gitGuard
-	Facts    sandboxFacts
-	// Controls and Others feed the guard: control paths whose modes the
-	// snapshot mechanism puts back, other sessions' workspaces.
-	Controls []string `json:",omitempty"`
-	Others   []string `json:",omitempty"`
-}
-
-// confined reports whether the plan runs the command through the launcher.
-func (p *sandboxPlan) confined() bool { return p.Mode != modeFullAccess }
-
-// launcherArgs is the launcher's command line for argv.
-func (p *sandboxPlan) launcherArgs(argv []string) []string {
-	args := []string{selfExe(), launcherArg}
-	if p.NS != nsNone {
-		args = append(args, "-ns")
-		for _, pin := range p.Guard.Pins {
-			args = append(args, "-pin", pin)
-		}
-		for _, ro := range p.Guard.readOnly() {
-			args = append(args, "-p", ro)
-		}
-	}
-	for _, w := range p.Writable {
-		args = append(args, "-w", w)
-	}
-	for _, d := range p.Reads.Denied {
-		args = append(args, "-deny", d)
-	}
-	for _, f := range p.Reads.FilesOnly {
-		args = append(args, "-rf", f)
-	}
-	if p.NetOff {
-		args = append(args, "-net", "off")
-	}
-	return append(append(args, "--"), argv...)
-}
-
-// protect plans the planted-code protection of a confined call: bound
-// read-only in a mount namespace where one can be had, else snapshotted.
-func (p *sandboxPlan) protect(ns nsKind) error {
-	if !p.confined() {
-		return nil
-	}
-	p.NS = ns
-	g, err := planGitGuard(p.Dirs, p.Others, p.Controls, ns == nsNone)
-	if err != nil {
-		return toolErrorf("refusing to run under %s: %v", p.Mode, err)
-	}
-	p.Guard = g
-	return nil
-}
-
 // errNoLandlock is the reason a confined mode cannot be enforced.
 var errNoLandlock = errors.New("landlock is not supported by this kernel or not enabled at boot time")
 
@@ -264,78 +202,6 @@ func sandboxUnavailable(mode, runnerFailure string) error {
 		msg += " Runner failure: " + runnerFailure
 	}
 	return &toolError{msg}
-}
-
-// planSandbox decides how a call in mode runs. abi is the probed Landlock
-// ABI (0 with probeErr when there is none); workspace is the canonical
-// session workspace; roots are [sandbox] writable_roots; extra are more
-// writable directories of bashcall's own (the session's build cache);
-// control are paths the command must never be able to write or replace
-// (PROTOCOL.md section 7), whether they exist or not.
-func planSandbox(mode, workspace string, roots, extra, control []string, abi int, probeErr error) (*sandboxPlan, error) {
-	return planSandboxWith(sandboxInput{mode: mode, workspace: workspace, roots: roots, extra: extra, control: control}, abi, probeErr)
-}
-
-// sandboxInput is what planSandboxWith confines a call by.
-type sandboxInput struct {
-	mode, workspace     string
-	roots, extra        []string
-	control             []string
-	reads               readGrant
-	netOff, netFiltered bool // netFiltered: the seccomp socket filter exists here
-}
-
-// planSandboxWith is planSandbox with read confinement and the network.
-func planSandboxWith(in sandboxInput, abi int, probeErr error) (*sandboxPlan, error) {
-	mode, workspace, roots, extra, control := in.mode, in.workspace, in.roots, in.extra, in.control
-	p := &sandboxPlan{Mode: mode, Facts: sandboxFacts{Mode: mode}}
-	if mode == modeFullAccess {
-		return p, nil
-	}
-	if probeErr != nil || abi < 1 {
-		return nil, sandboxUnavailable(mode, "")
-	}
-	if mode == modeWorkspaceWrite {
-		p.Dirs = append(p.Dirs, workspace, canonicalOr("/tmp"))
-		for _, r := range roots {
-			c := canonicalOr(r)
-			if c != filepath.Clean(r) {
-				return nil, toolErrorf("refusing to run under %s: the writable root %q is reached through a symlink (it resolves to %q); name the real path in [sandbox] writable_roots", mode, r, c)
-			}
-			p.Dirs = append(p.Dirs, c)
-		}
-		p.Dirs = append(p.Dirs, extra...)
-	}
-	for _, d := range writableDevices {
-		p.Writable = append(p.Writable, canonicalOr(d))
-	}
-	p.Writable = append(p.Writable, p.Dirs...)
-	for _, w := range p.Dirs {
-		for _, q := range control {
-			if q != "" && (within(q, w) || within(w, q)) {
-				return nil, toolErrorf("refusing to run under %s: the writable path %q overlaps %q, which a sandboxed command must not be able to change; move bashcall's state dir, spool dir, config file and executable outside the workspace, /tmp and [sandbox] writable_roots", mode, w, q)
-			}
-		}
-	}
-	for _, w := range p.Dirs {
-		for _, d := range in.reads.Denied {
-			if within(d, w) {
-				return nil, toolErrorf("refusing to run under %s: the writable path %q contains %q, which must stay unreadable ([sandbox] deny_read or bashcall's state dir), and a writable directory cannot withhold a subtree", mode, w, d)
-			}
-		}
-	}
-	if in.netOff && (abi < 4 || !in.netFiltered) {
-		return nil, sandboxUnavailable(mode, `[sandbox] network = "off" needs Landlock ABI 4 and a seccomp filter for this architecture`)
-	}
-	p.Reads, p.NetOff = in.reads, in.netOff
-	p.Scope = scoped(abi)
-	p.Facts.Enforcement = enforcement(abi)
-	p.Facts.Scoped = p.Scope
-	p.Facts.Network = "on"
-	if in.netOff {
-		p.Facts.Network = "off"
-	}
-	return p, nil
 }
 
 // writableDevices are writable in every confined mode. /dev/tty is among
@@ -379,53 +245,6 @@ func classifyDenied(mode string, exitCode *int, stderrTail string) bool {
 	return false
 }
 
-// support is what this host can give a confined call, for version and
-// doctor.
-type support struct {
-	ABI       int
-	ABIErr    error
-	NS        nsKind
-	Seccomp   bool // setuid and setgid bits are refused
-	NetFilter bool // sockets other than unix ones can be refused
-	Bounding  bool // the bounding set is emptied too
-}
-
-// report describes the support in lines of "name: what holds".
-func (s support) report() []string {
-	if s.ABIErr != nil || s.ABI < 1 {
-		return []string{
-			fmt.Sprintf("landlock: unavailable (%v)", s.ABIErr),
-			"confined calls: refused (fail closed); only danger-full-access runs",
-		}
-	}
-	scope := "signals and abstract unix sockets not scoped (needs ABI 6)"
-	if scoped(s.ABI) {
-		scope = "signals and abstract unix sockets scoped"
-	}
-	privs := "capabilities: all dropped (effective, permitted, inheritable, ambient, bounding); no_new_privs"
-	if !s.Bounding {
-		privs = "capabilities: effective, permitted, inheritable and ambient dropped; bounding set kept (no CAP_SETPCAP), no_new_privs keeps exec from granting any"
-	}
-	setid := "setuid/setgid bits: refused (seccomp)"
-	if !s.Seccomp {
-		setid = "setuid/setgid bits: not refused on this architecture"
-	}
-	protect := "protection: private mount namespace; every mount outside the writable set read-only (no chmod, chown or utime there); git hooks and config bound read-only"
-	if s.NS == nsNone {
-		protect = "protection: snapshot; git hooks and config restored after each call; mode changes to bashcall's own files repaired; chmod of the user's other files not prevented"
-	}
-	reads := "reads: confined; the state dir and [sandbox] deny_read withheld, spill files readable by exact path"
-	network := `network: "off" enforceable (Landlock TCP rights and a seccomp socket filter)`
-	if s.ABI < 4 || !s.NetFilter {
-		network = `network: "off" not enforceable here (needs Landlock ABI 4 and a seccomp filter); a confined call with network = "off" is refused`
-	}
-	return []string{
-		fmt.Sprintf("landlock: ABI %d", s.ABI),
-		fmt.Sprintf("confined calls: enforcement %s; %s", enforcement(s.ABI), scope),
-		reads, network, privs, setid, protect,
-	}
-}
-
 // networkSignatures are the stderr texts of a failure for want of the
 // network: a refused socket or connection, a name that cannot resolve.
 var networkSignatures = []string{"socket", "connect", "/dev/tcp/", "/dev/udp/", "network is unreachable",
@@ -447,22 +266,4 @@ func (f *sandboxFacts) classify(exitCode *int, stderrTail string) {
 			return
 		}
 	}
-}
-
-// namespaceRefused reports whether starting a process in a new namespace
-// failed because the namespace was refused (no privilege, a seccomp
-// profile, a user namespace limit), not for any other reason.
-func namespaceRefused(err error) bool {
-	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) ||
-		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EUSERS) || errors.Is(err, syscall.EACCES)
-}
-
-// withoutNamespace re-plans a confined plan whose namespace was refused:
-// the planted-code paths are snapshotted instead of bound, and argv (the
-// command after the launcher) is launched without -ns.
-func (p *sandboxPlan) withoutNamespace(argv []string) ([]string, error) {
-	if err := p.protect(nsNone); err != nil {
-		return nil, err
-	}
-	return p.launcherArgs(argv), nil
 }

@@ -1,5 +1,8 @@
 package main
 
+// The spool's one Linux system call: a rename that never replaces an
+// existing response.
+
 import (
 	"errors"
 	"os"

@@ -1,8 +1,10 @@
 package main
 
-// The state dir: private (0700, ours) or refused. Everything bashcall keeps
-// between invocations lives here: spill files, background tasks, standing
-// session modes.
+// The state dir: private (0700, ours) or refused, and its layout, owned
+// here: spill/ (complete copies), tasks/bash-N/ (one per task), calls/
+// (live foreground calls), sessions/<owner key>/{tasks,running,pending,
+// workspaces}/ and mode. Everything bashcall keeps between invocations
+// lives here.
 
 import (
 	"crypto/sha256"
@@ -123,4 +125,51 @@ func ownerKey(sessionID string) string {
 	}
 	sum := sha256.Sum256([]byte("bashcall-owner\x00" + sessionID))
 	return hex.EncodeToString(sum[:])
+}
+
+// sessionDir is the state dir's directory of one owner key.
+func (inv *invocation) sessionDir(key string) string { return sessionDir(inv.stateDir, key) }
+
+// writeFileAtomic writes data to p through a private temporary file and a
+// rename, so that readers see the old content or the new, never a part.
+// The temporary's name starts with a dot, for readers that list the
+// directory (spool clients).
+func writeFileAtomic(p string, data []byte) error {
+	f, tmp, err := createPrivate(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %q: %w", p, err)
+	}
+	return nil
+}
+
+func sessionDir(stateDir, key string) string {
+	if key == "" {
+		key = "none"
+	}
+	return filepath.Join(stateDir, "sessions", key)
+}
+
+// ensureSessionDir creates the private directories of one owner key.
+func (inv *invocation) ensureSessionDir(key string) (string, error) {
+	if _, err := privateDir(inv.stateDir, "sessions"); err != nil {
+		return "", err
+	}
+	dir := inv.sessionDir(key)
+	for _, d := range []string{dir, filepath.Join(dir, "tasks"), filepath.Join(dir, "pending"), filepath.Join(dir, "running"), filepath.Join(dir, "workspaces")} {
+		if _, err := privateDir(d); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }

@@ -17,6 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// processIdentity says a process can be told from one that reused its
+// pid (start time, boot id, pidfd), which background tasks need.
+const processIdentity = true
+
 // childSysProcAttr starts a command in a new session (so in its own process
 // group, with no controlling terminal) that dies with its parent thread,
 // or, with freeze, stops: a frozen leader keeps its pid, so its session id,

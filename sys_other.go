@@ -14,6 +14,11 @@ import (
 	"time"
 )
 
+// processIdentity is false: a pid cannot be told from a reused one here,
+// so background tasks (whose processes later invocations signal) are
+// refused.
+const processIdentity = false
+
 func childSysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
 func detachedSysProcAttr() *syscall.SysProcAttr  { return &syscall.SysProcAttr{Setsid: true} }
 

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// Putting protected paths back (the snapshot mechanism of gitguard.go,
+// and the removal of protected paths a call created under either
+// mechanism): after a call, after a background task settles, and every
+// second while it runs.
+
+// restore puts every protected path back as recorded and returns the
+// paths it changed, sorted. The command's tree is gone by then. Each
+// change goes through an os.Root of the writable directory, so that a
+// symlink the command planted cannot lead the restore outside it.
+func (g *gitGuard) restore() (reverted []string, err error) {
+	if g == nil {
+		return nil, nil
+	}
+	roots := map[string]*os.Root{}
+	defer func() {
+		for _, r := range roots {
+			r.Close()
+		}
+	}()
+	var errs []error
+	for i := range g.Entries {
+		e := &g.Entries[i]
+		r, ok := roots[e.Root]
+		if !ok {
+			var oerr error
+			if r, oerr = os.OpenRoot(e.Root); oerr != nil {
+				errs = append(errs, oerr)
+				continue
+			}
+			roots[e.Root] = r
+		}
+		changed, rerr := e.restoreIn(r)
+		if rerr != nil {
+			errs = append(errs, fmt.Errorf("restoring %q: %w", e.path(), rerr))
+		}
+		if changed {
+			reverted = append(reverted, e.path())
+		}
+	}
+	for _, m := range g.Modes {
+		fi, err := os.Lstat(m.Path)
+		if err != nil || fi.Mode() == m.Mode || fi.Mode()&fs.ModeSymlink != 0 {
+			continue
+		}
+		if err := os.Chmod(m.Path, m.Mode); err != nil {
+			errs = append(errs, fmt.Errorf("restoring the mode of %q: %w", m.Path, err))
+		}
+		reverted = append(reverted, m.Path)
+	}
+	sort.Strings(reverted)
+	return reverted, errors.Join(errs...)
+}
+
+// restoreIn restores one entry; changed says something had to change.
+func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
+	fi, err := r.Lstat(e.Rel)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if e.Kind == "absent" {
+		if !exists {
+			return false, nil
+		}
+		return true, r.RemoveAll(e.Rel)
+	}
+	if e.Shallow {
+		if exists && fi.IsDir() {
+			return false, nil
+		}
+		if exists {
+			if err := r.RemoveAll(e.Rel); err != nil {
+				return true, err
+			}
+		}
+		return true, r.Mkdir(e.Rel, e.Mode.Perm())
+	}
+	if !e.Full {
+		return false, nil // bound read-only: nothing could change it
+	}
+	if exists && fileKind(fi) == e.Kind && e.same(r, fi) {
+		return false, nil
+	}
+	if exists && (fileKind(fi) != e.Kind || e.Kind == "symlink") {
+		if err := r.RemoveAll(e.Rel); err != nil {
+			return true, err
+		}
+		exists = false
+	}
+	switch e.Kind {
+	case "file":
+		err = e.replaceFile(r)
+	case "dir":
+		if !exists {
+			err = r.Mkdir(e.Rel, e.Mode.Perm())
+		}
+		if err == nil {
+			err = r.Chmod(e.Rel, e.Mode)
+		}
+		if err == nil {
+			err = e.removeAdded(r)
+		}
+	case "symlink":
+		err = r.Symlink(string(e.Data), e.Rel)
+	}
+	return true, err
+}
+
+// replaceFile writes the recorded content to a new file and renames it
+// over the path, so that whatever the command left there (a hard link to
+// another file, say) is replaced, never written through.
+func (e *guardEntry) replaceFile(r *os.Root) error {
+	tmp := e.Rel + ".bashcall-restore"
+	r.Remove(tmp)
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, e.Mode.Perm())
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(e.Data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Chmod(tmp, e.Mode)
+	}
+	if err == nil {
+		err = r.Rename(tmp, e.Rel)
+	}
+	if err != nil {
+		r.Remove(tmp)
+	}
+	return err
+}
+
+// same reports whether the path still holds what was recorded.
+func (e *guardEntry) same(r *os.Root, fi fs.FileInfo) bool {
+	if fi.Mode() != e.Mode && e.Kind != "symlink" {
+		return false
+	}
+	switch e.Kind {
+	case "file":
+		b, err := r.ReadFile(e.Rel)
+		return err == nil && bytes.Equal(b, e.Data)
+	case "symlink":
+		t, err := r.Readlink(e.Rel)
+		return err == nil && t == string(e.Data)
+	case "dir":
+		names, err := dirNames(r, e.Rel)
+		return err == nil && equalStrings(names, e.Names)
+	}
+	return true
+}
+
+// removeAdded removes a directory's entries that were not recorded.
+func (e *guardEntry) removeAdded(r *os.Root) error {
+	names, err := dirNames(r, e.Rel)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, n := range e.Names {
+		keep[n] = true
+	}
+	for _, n := range names {
+		if !keep[n] {
+			if err := r.RemoveAll(filepath.Join(e.Rel, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dirNames lists a directory inside r, sorted.
+func dirNames(r *os.Root, rel string) ([]string, error) {
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	sort.Strings(names)
+	return names, err
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// restored records the outcome of a restore in the run's facts.
+func (f *sandboxFacts) restored(reverted []string, err error) {
+	f.Reverted = reverted
+	if err != nil {
+		f.RestoreFailed = err.Error()
+	}
+}
+
+// sweep restores the protected paths every period while a background
+// task runs, so that what it plants (a commondir, a hook) does not wait
+// for the task to settle; the returned stop ends the sweeps and returns
+// what they put back.
+func (g *gitGuard) sweep(period time.Duration) (stop func() []string) {
+	if g == nil || len(g.Entries) == 0 {
+		return func() []string { return nil }
+	}
+	done, result := make(chan struct{}), make(chan []string, 1)
+	go func() {
+		var all []string
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				result <- all
+				return
+			case <-t.C:
+				reverted, _ := g.restore()
+				all = mergeSorted(all, reverted)
+			}
+		}
+	}()
+	return func() []string {
+		close(done)
+		return <-result
+	}
+}
+
+// mergeSorted is the sorted union of two sorted lists.
+func mergeSorted(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range append(append([]string(nil), a...), b...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
