@@ -345,3 +345,33 @@ func BenchmarkReadConfinement(b *testing.B) {
 	b.ReportMetric(float64(len(planReadRules(readGrant{Denied: denied}, accessRead, osListDir))), "read-rules")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkGitGuard: what protecting a fresh repository's hooks and config
+// costs a confined call under each mechanism: recording before the call
+// and checking (restoring) after it, in process.
+func BenchmarkGitGuard(b *testing.B) {
+	ws := b.TempDir()
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		b.Skipf("git init: %v %s", err, out)
+	}
+	for _, full := range []bool{false, true} {
+		name := "namespace"
+		if full {
+			name = "snapshot"
+		}
+		b.Run(name, func(b *testing.B) {
+			var entries int
+			for i := 0; i < b.N; i++ {
+				g, err := planGitGuard([]string{ws}, nil, nil, full)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := g.restore(); err != nil {
+					b.Fatal(err)
+				}
+				entries = len(g.Entries)
+			}
+			b.ReportMetric(float64(entries), "entries")
+		})
+	}
+}

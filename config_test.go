@@ -110,6 +110,7 @@ func TestStateDirRefused(t *testing.T) {
 	if fi, err := os.Stat(open); r.code != 0 || r.stderr != want || err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("exit %d, stderr %q, mode %v; want 0, %q, 0700", r.code, r.stderr, fi.Mode(), want)
 	}
+	// A host can always parse stdout: the refusal still answers in JSON.
 	if os.Geteuid() == 0 {
 		theirs := filepath.Join(e.dir, "theirs")
 		os.Mkdir(theirs, 0o700)
@@ -118,6 +119,9 @@ func TestStateDirRefused(t *testing.T) {
 		want = `bashcall: error: state dir "` + theirs + `" is owned by uid 65534, not by this user (uid 0)` + "\nhint: use a state dir of your own with -state-dir or $BASHCALL_STATE_DIR\n"
 		if r.code != 1 || r.stderr != want {
 			t.Errorf("someone else's: exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+		}
+		if w := decodeResponse(t, r.stdout); !w.IsError || !strings.HasPrefix(w.text(), "Error: internal: state dir ") {
+			t.Errorf("someone else's: response %q", w.text())
 		}
 	}
 	shared := filepath.Join(e.dir, "shared")

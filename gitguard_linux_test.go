@@ -344,3 +344,32 @@ func TestPlantedCodeWhileRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestPlantedCodeLinkedWorktree: a workspace that is a linked worktree
+// (its .git a file pointing into the main repository's git dir, both in
+// writable directories) keeps its .git file, its worktree git dir and the
+// common config protected.
+func TestPlantedCodeLinkedWorktree(t *testing.T) {
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			pwned := filepath.Join(e.dir, "pwned")
+			os.Mkdir(pwned, 0o777)
+			main := filepath.Join(e.workspace, "main")
+			newRepo(t, main)
+			gitRun(t, main, "worktree", "add", "-q", filepath.Join(e.workspace, "wt"), "-b", "wt")
+			wt := filepath.Join(e.workspace, "wt")
+			plant := fmt.Sprintf(`git config core.fsmonitor 'touch %[1]s/wt-common'
+git config --worktree core.fsmonitor 'touch %[1]s/wt-worktree' 2>/dev/null
+printf 'gitdir: /tmp/bashcall-evil-wt\n' > .git
+true`, pwned)
+			r := e.call(sessionCall(plant, "S", wt, ""))
+			t.Logf("call: %s", r.text())
+			if b, _ := os.ReadFile(filepath.Join(wt, ".git")); strings.Contains(string(b), "bashcall-evil-wt") {
+				t.Errorf("the worktree's .git file was replaced: %q", b)
+			}
+			checkNothingRan(t, wt, pwned)
+		})
+	}
+}

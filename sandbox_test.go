@@ -114,6 +114,17 @@ func TestPlanSandbox(t *testing.T) {
 	if d := cmp.Diff(sandboxFacts{Mode: modeWorkspaceWrite, Enforcement: "full", Network: "on"}, p.Facts); d != "" {
 		t.Errorf("facts at ABI 5 = %+v", p.Facts)
 	}
+	// network = "off" that the kernel cannot enforce fails closed.
+	for _, in := range []sandboxInput{{mode: modeReadOnly, workspace: "/ws", netOff: true, netFiltered: true},
+		{mode: modeReadOnly, workspace: "/ws", netOff: true}} {
+		abi := 3
+		if !in.netFiltered {
+			abi = 7
+		}
+		if _, err := planSandboxWith(in, abi, nil); err == nil || !strings.Contains(err.Error(), `network = "off" needs Landlock ABI 4`) {
+			t.Errorf("network off at ABI %d, filter %v: err = %v", abi, in.netFiltered, err)
+		}
+	}
 	for _, protected := range []string{"/ws/.state", "/ws", "/"} {
 		_, err = planSandbox(modeWorkspaceWrite, "/ws", nil, nil, []string{protected}, 7, nil)
 		var te *toolError
