@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -95,7 +96,8 @@ type launchSpec struct {
 	pins      []string // canonical directories bound onto themselves
 	reads     readGrant
 	netOff    bool
-	mountNS   bool // the launcher runs in a private mount namespace
+	mountNS   bool   // the launcher runs in a private mount namespace
+	parentNS  string // bashcall's mount namespace, which it must not be in
 	argv      []string
 }
 
@@ -131,8 +133,9 @@ func parseLauncherArgs(args []string) (*launchSpec, error) {
 		case args[i] == "--" && i+1 < len(args):
 			s.argv = args[i+1:]
 			return s, nil
-		case args[i] == "-ns":
-			s.mountNS = true
+		case args[i] == "-ns" && i+1 < len(args):
+			s.mountNS, s.parentNS = true, args[i+1]
+			i++
 		case args[i] == "-w" && i+1 < len(args):
 			s.writable = append(s.writable, args[i+1])
 			i++
@@ -170,6 +173,9 @@ func confineSelf(s *launchSpec) error {
 		return fmt.Errorf("close_range: %w", err)
 	}
 	if s.mountNS {
+		if id := mountNSID(); id == "" || id == s.parentNS {
+			return errors.New("the launcher is not in a mount namespace of its own: it changes no mount")
+		}
 		if err := confineMounts(s.writable, s.pins, s.protected); err != nil {
 			return err
 		}
@@ -391,4 +397,14 @@ func sandboxSupport() support {
 	// launcher has as root or in its user namespace.
 	s.Bounding = s.NS != nsNone || hasCapability(unix.CAP_SETPCAP)
 	return s
+}
+
+// mountNSID identifies this process's mount namespace (the inode of
+// /proc/self/ns/mnt), "" when it cannot be read.
+func mountNSID() string {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/mnt", &st); err != nil {
+		return ""
+	}
+	return strconv.FormatUint(st.Ino, 10)
 }

@@ -305,3 +305,22 @@ func TestLauncherRefusesSymlinks(t *testing.T) {
 		t.Error("the command ran with the symlink's target writable")
 	}
 }
+
+// TestLauncherOwnNamespace: a launcher told to arrange mounts but started
+// in bashcall's own mount namespace refuses, and changes no mount of the
+// host's.
+func TestLauncherOwnNamespace(t *testing.T) {
+	requireABI(t, 1)
+	before, _ := os.ReadFile("/proc/self/mountinfo")
+	var out, errOut strings.Builder
+	res, err := runCommand(&runSpec{
+		Argv: []string{selfExe(), launcherArg, "-ns", mountNSID(), "-w", "/dev/null", "--", "/bin/true"},
+		Dir:  "/", Env: os.Environ(), Stdout: &out, Stderr: &errOut, Grace: time.Second, Launcher: true,
+	})
+	if err != nil || !strings.Contains(res.RunnerFailure, "not in a mount namespace of its own") {
+		t.Errorf("runCommand: %+v, %v", res, err)
+	}
+	if after, _ := os.ReadFile("/proc/self/mountinfo"); string(after) != string(before) {
+		t.Errorf("the host's mounts changed:\n%s\nwas:\n%s", after, before)
+	}
+}

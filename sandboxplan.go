@@ -35,7 +35,9 @@ func (p *sandboxPlan) confined() bool { return p.Mode != modeFullAccess }
 func (p *sandboxPlan) launcherArgs(argv []string) []string {
 	args := []string{selfExe(), launcherArg}
 	if p.NS != nsNone {
-		args = append(args, "-ns")
+		// The launcher checks that it is not in this mount namespace
+		// before it changes any mount.
+		args = append(args, "-ns", mountNSID())
 		for _, pin := range p.Guard.Pins {
 			args = append(args, "-pin", pin)
 		}
