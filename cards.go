@@ -9,25 +9,6 @@ import (
 // card of each tool and the result cards, built from values, never from
 // rendered text.
 
-// presentation holds the UI cards of the seeds' "UI presentation" section.
-type presentation struct {
-	Call   *card `json:"call,omitempty"`
-	Result *card `json:"result,omitempty"`
-}
-
-type card struct {
-	Card        string        `json:"card"`
-	Title       string        `json:"title,omitempty"`
-	Description string        `json:"description,omitempty"`
-	Cwd         string        `json:"cwd,omitempty"`
-	Kind        string        `json:"kind,omitempty"`
-	RawInput    string        `json:"rawInput,omitempty"`
-	Content     []textContent `json:"content,omitempty"`
-	Output      *string       `json:"output,omitempty"`
-	ExitCode    *int          `json:"exitCode,omitempty"`
-	Signal      string        `json:"signal,omitempty"`
-}
-
 // callCard is the card for a call, or nil when its arguments are unusable.
 func callCard(tool string, args map[string]json.RawMessage) *card {
 	if t, ok := lookupTool(tool); ok {

@@ -1,6 +1,8 @@
 package main
 
-// Requests and responses of PROTOCOL.md sections 2 and 3.
+// Every wire type of PROTOCOL.md sections 2 and 3: the request, the
+// response, each tool's structuredContent, the sandbox facts and the UI
+// cards. Parsing is request.go; the texts are render.go.
 //
 // Two kinds of bad input are kept apart. A request a host got wrong (not
 // JSON, not an object, over 1 MiB, not UTF-8, a duplicate key at any depth,
@@ -10,13 +12,8 @@ package main
 // a tool error the model reads: exit status 0 and the contract's message.
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
-	"unicode/utf8"
 )
 
 // maxRequestBytes bounds a request (PROTOCOL.md section 2).
@@ -72,111 +69,12 @@ func toolErrorf(format string, args ...any) error {
 	return &toolError{fmt.Sprintf(format, args...)}
 }
 
-// readRequest reads at most maxRequestBytes+1 bytes, so that an oversized
-// request is refused without being read whole.
-func readRequest(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxRequestBytes+1))
-	if err != nil {
-		return nil, &invalidRequest{why: "reading the request: " + err.Error()}
-	}
-	if len(data) > maxRequestBytes {
-		return nil, &invalidRequest{why: "the request is over 1 MiB"}
-	}
-	return data, nil
-}
-
-// parseRequest accepts the request shapes of PROTOCOL.md section 2. The
-// request is checked whole first (UTF-8, no duplicate key at any depth),
-// then the shape is chosen by "type", then the fields are read: host fields
-// (id, session, approval) from the top level only, the tool name and the
-// arguments from where the shape keeps them.
-func parseRequest(data []byte) (*request, error) {
-	top, err := decodeRequest(data)
-	if err != nil {
-		return nil, err
-	}
-	sh, err := shapeOf(top)
-	if err != nil {
-		return nil, &invalidRequest{why: err.Error()}
-	}
-	req := &request{Raw: data}
-	if req.ID, err = responseID(top, sh); err != nil {
-		return nil, &invalidRequest{why: err.Error()}
-	}
-	fail := func(why string) (*request, error) { return nil, &invalidRequest{why: why, id: req.ID} }
-	holder := top
-	if fn, ok := present(top, sh.nested); sh.nested != "" && ok {
-		// A fresh map: decoding into top would merge the nested object's
-		// keys over the host fields, and let a model's "approval" or
-		// "session" inside "function" count.
-		var nested map[string]json.RawMessage
-		if err := json.Unmarshal(fn, &nested); err != nil || nested == nil {
-			return fail(sh.nested + " must be an object, got " + jsonForError(fn))
-		}
-		holder = nested
-	}
-	name, ok := present(holder, "name")
-	if !ok {
-		return fail("missing tool name")
-	}
-	if err := json.Unmarshal(name, &req.Name); err != nil || jsonKind(name) != "string" {
-		return fail("the tool name must be a string, got " + jsonForError(name))
-	}
-	if s, ok := present(top, "session"); ok {
-		if err := parseSession(s, &req.Session); err != nil {
-			return fail(err.Error())
-		}
-	}
-	if a, ok := present(top, "approval"); ok {
-		if json.Unmarshal(a, &req.Approval) != nil || !validApproval(req.Approval) {
-			return fail(`approval must be "allowed-once", "rejected" or "cancelled", got ` + jsonForError(a))
-		}
-	}
-	req.Args, req.ArgsErr = parseArguments(holder[sh.args], sh.argsPath())
-	var ir *invalidRequest
-	if errors.As(req.ArgsErr, &ir) {
-		return fail(ir.why)
-	}
-	return req, nil
-}
-
-// decodeRequest reads the top-level object of a request that is one JSON
-// object, valid UTF-8 throughout, without a duplicate key at any depth.
-// None of these failures echoes an id: nothing of such a request is read.
-func decodeRequest(data []byte) (map[string]json.RawMessage, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &invalidRequest{why: "the request is empty; expected a JSON object"}
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, &invalidRequest{why: describeJSONError(data, err)}
-	}
-	if top == nil {
-		return nil, &invalidRequest{why: "expected a JSON object, got null"}
-	}
-	if at := invalidUTF8At(data); at >= 0 {
-		return nil, &invalidRequest{why: fmt.Sprintf("the request is not valid UTF-8 (byte offset %d)", at)}
-	}
-	if err := duplicateKey(data, ""); err != nil {
-		return nil, &invalidRequest{why: err.Error()}
-	}
-	return top, nil
-}
-
 // shape is where one request shape keeps the tool name, the arguments and
 // the id the host wants back.
 type shape struct {
 	nested string // "function": name and arguments are inside this object
 	args   string // the key of the arguments
 	id     string // the key of the id echoed back
-}
-
-// argsPath names the arguments in messages.
-func (s shape) argsPath() string {
-	if s.nested != "" {
-		return s.nested + "." + s.args
-	}
-	return s.args
 }
 
 // Request shapes by "type" (PROTOCOL.md section 2).
@@ -187,192 +85,136 @@ var (
 	shapeFunctionCall = shape{args: "arguments", id: "call_id"} // a Responses API item
 )
 
-// shapeOf chooses the shape. Without a "type" (hosts often drop it), a
-// "function" object makes it the OpenAI shape. An unknown type is refused
-// rather than guessed at: a host and bashcall must agree on which object
-// holds the arguments.
-func shapeOf(top map[string]json.RawMessage) (shape, error) {
-	t, ok := present(top, "type")
-	if !ok {
-		if _, fn := present(top, "function"); fn {
-			return shapeOpenAI, nil
-		}
-		return shapeMCP, nil
-	}
-	var s string
-	if jsonKind(t) != "string" || json.Unmarshal(t, &s) != nil {
-		return shape{}, fmt.Errorf("type must be a string, got %s", jsonForError(t))
-	}
-	switch s {
-	case "function":
-		if _, fn := present(top, "function"); fn {
-			return shapeOpenAI, nil
-		}
-		return shapeMCP, nil
-	case "tool_use":
-		return shapeAnthropic, nil
-	case "function_call":
-		return shapeFunctionCall, nil
-	}
-	return shape{}, fmt.Errorf(`unknown request type %s: expected "function", "tool_use" or "function_call"`, jsonForError(t))
-}
-
-// responseID is the id echoed back: "id", or for a Responses API
-// function_call item its "call_id" (the item's own "id", "fc_...", names
-// the output item, not the call), falling back to "id" without one. Every
-// id field present is checked, used or not: each is a host field.
-func responseID(top map[string]json.RawMessage, sh shape) (json.RawMessage, error) {
-	id, err := hostID(top, "id")
-	if err != nil || sh.id == "id" {
-		return id, err
-	}
-	callID, err := hostID(top, sh.id)
-	if err != nil || callID == nil {
-		return id, err
-	}
-	return callID, nil
-}
-
-// describeJSONError says why data is not one JSON object.
-func describeJSONError(data []byte, err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		return "expected a JSON object, got " + typeErr.Value
-	}
-	if !utf8.Valid(data) {
-		return "the request is not valid UTF-8 JSON: " + err.Error()
-	}
-	return "the request is not valid JSON: " + err.Error()
-}
-
-func validApproval(s string) bool {
-	return s == approvalAllowed || s == approvalRejected || s == approvalCancelled
-}
-
 // maxSessionIDBytes bounds session.id (PROTOCOL.md section 2): it is an
 // opaque token, not a place to store data.
 const maxSessionIDBytes = 256
-
-// parseSession reads {"id": "...", "cwd": "..."}; unknown keys are ignored.
-func parseSession(raw json.RawMessage, s *session) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return fmt.Errorf("session must be an object, got %s", jsonForError(raw))
-	}
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{"id", &s.ID}, {"cwd", &s.CWD}} {
-		v, ok := present(m, f.key)
-		if !ok {
-			continue
-		}
-		if jsonKind(v) != "string" {
-			return fmt.Errorf("session.%s must be a non-empty string, got %s", f.key, jsonForError(v))
-		}
-		if err := hostString("session."+f.key, v, f.dst); err != nil {
-			return err
-		}
-		if *f.dst == "" {
-			return fmt.Errorf("session.%s must be a non-empty string, got %s", f.key, jsonForError(v))
-		}
-	}
-	if len(s.ID) > maxSessionIDBytes {
-		return fmt.Errorf("session.id must be at most %d bytes, got %d", maxSessionIDBytes, len(s.ID))
-	}
-	return nil
-}
-
-// parseArguments accepts an object, a string holding one, or nothing. A
-// malformed value is a tool error the model reads; a duplicate key inside
-// a string is an invalid request like one anywhere else (where names the
-// arguments in that message).
-func parseArguments(raw json.RawMessage, where string) (map[string]json.RawMessage, error) {
-	if isNull(raw) {
-		return map[string]json.RawMessage{}, nil
-	}
-	if jsonKind(raw) == "string" {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, toolErrorf("invalid arguments: expected a JSON object, got %s", jsonForError(raw))
-		}
-		inner := json.RawMessage(s)
-		if !json.Valid(inner) || jsonKind(inner) != "object" {
-			return nil, toolErrorf("invalid arguments: expected a string holding a JSON object, got %s", jsonForError(raw))
-		}
-		if err := duplicateKey(inner, where); err != nil {
-			return nil, &invalidRequest{why: err.Error()}
-		}
-		raw = inner
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, toolErrorf("invalid arguments: expected a JSON object, got %s", jsonForError(raw))
-	}
-	return m, nil
-}
-
-// present returns m[key] unless it is absent or JSON null: hosts in strict
-// structured-output modes send null for an optional field they leave out.
-func present(m map[string]json.RawMessage, key string) (json.RawMessage, bool) {
-	v, ok := m[key]
-	if !ok || isNull(v) {
-		return nil, false
-	}
-	return v, true
-}
-
-func isNull(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) == 0 || string(t) == "null"
-}
-
-// jsonKind names the JSON type of a valid value.
-func jsonKind(raw json.RawMessage) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return "undefined"
-	}
-	switch t[0] {
-	case '"':
-		return "string"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
-func compactJSON(raw json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return raw
-	}
-	return b.Bytes()
-}
 
 // maxGotBytes bounds the "got <JSON>" part of an error: a model that sends a
 // megabyte in the wrong field should not read it back whole.
 const maxGotBytes = 200
 
-// jsonForError renders a value for "got <JSON>": compact JSON, "undefined"
-// when the field is missing, cut to maxGotBytes.
-func jsonForError(raw json.RawMessage) string {
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return "undefined"
-	}
-	s := string(compactJSON(raw))
-	if len(s) > maxGotBytes {
-		cut := maxGotBytes
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+// streamResult is one collected stream of a foreground run.
+type streamResult struct {
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated"`
+	SpillPath string `json:"spillPath,omitempty"`
+}
+
+// sandboxFacts are the facts a confined (or unconfined) run executed under.
+// A key that does not apply is absent, not false (PROTOCOL.md section 3).
+type sandboxFacts struct {
+	Mode         string `json:"mode"`
+	Denied       bool   `json:"denied"`
+	Enforcement  string `json:"enforcement,omitempty"`
+	Scoped       bool   `json:"scoped,omitempty"`
+	RunnerFailed bool   `json:"runnerFailed,omitempty"`
+	// Network is "on" or "off" in confined modes (PROTOCOL.md section 7);
+	// NetworkDenied says the command failed for want of it.
+	Network       string `json:"network,omitempty"`
+	NetworkDenied bool   `json:"networkDenied,omitempty"`
+	// Reverted lists protected files the command changed and bashcall
+	// put back; RestoreFailed says why one could not be.
+	Reverted      []string `json:"reverted,omitempty"`
+	RestoreFailed string   `json:"restoreFailed,omitempty"`
+}
+
+// foregroundResult is the structuredContent of a foreground run.
+type foregroundResult struct {
+	Kind      string        `json:"kind"`
+	ExitCode  *int          `json:"exitCode"`
+	Signal    *string       `json:"signal"`
+	TimedOut  bool          `json:"timedOut"`
+	Aborted   bool          `json:"aborted"`
+	TimeoutMs int64         `json:"timeoutMs"`
+	Stdout    streamResult  `json:"stdout"`
+	Stderr    streamResult  `json:"stderr"`
+	Sandbox   *sandboxFacts `json:"sandbox,omitempty"`
+}
+
+// response is one answer, MCP's CallToolResult plus fields of our own.
+type response struct {
+	ID                json.RawMessage   `json:"id,omitempty"`
+	Name              string            `json:"name,omitempty"`
+	IsError           bool              `json:"isError"`
+	Content           []textContent     `json:"content"`
+	StructuredContent any               `json:"structuredContent,omitempty"`
+	Present           *presentation     `json:"present,omitempty"`
+	Notices           []string          `json:"notices,omitempty"`
+	ApprovalRequired  *approvalRequired `json:"approvalRequired,omitempty"`
+
+	// held are released once the response is written: they keep the
+	// spill files it offers live until then.
+	held []func()
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type approvalRequired struct {
+	Mode          string `json:"mode"`
+	Justification string `json:"justification"`
+	Command       string `json:"command"`
+	Reason        string `json:"reason"`
+}
+
+// presentation holds the UI cards of the seeds' "UI presentation" section.
+type presentation struct {
+	Call   *card `json:"call,omitempty"`
+	Result *card `json:"result,omitempty"`
+}
+
+type card struct {
+	Card        string        `json:"card"`
+	Title       string        `json:"title,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Cwd         string        `json:"cwd,omitempty"`
+	Kind        string        `json:"kind,omitempty"`
+	RawInput    string        `json:"rawInput,omitempty"`
+	Content     []textContent `json:"content,omitempty"`
+	Output      *string       `json:"output,omitempty"`
+	ExitCode    *int          `json:"exitCode,omitempty"`
+	Signal      string        `json:"signal,omitempty"`
+}
+
+// backgroundResult is the structuredContent of a background start.
+type backgroundResult struct {
+	Kind   string `json:"kind"`
+	TaskID string `json:"taskId"`
+}
+
+// taskOutputResult is the structuredContent of bash_output.
+type taskOutputResult struct {
+	Kind       string        `json:"kind"`
+	TaskID     string        `json:"taskId"`
+	Status     string        `json:"status"`
+	ExitCode   *int          `json:"exitCode"`
+	Signal     *string       `json:"signal"`
+	Stdout     string        `json:"stdout"`
+	Stderr     string        `json:"stderr"`
+	Lossy      bool          `json:"lossy"`
+	FullOutput []string      `json:"fullOutput,omitempty"`
+	Sandbox    *sandboxFacts `json:"sandbox,omitempty"`
+}
+
+// taskKillResult is the structuredContent of bash_kill.
+type taskKillResult struct {
+	Kind   string `json:"kind"`
+	TaskID string `json:"taskId"`
+	Killed bool   `json:"killed"`
+}
+
+// taskListResult is the structuredContent of bash_list.
+type taskListResult struct {
+	Kind  string          `json:"kind"`
+	Tasks []taskListEntry `json:"tasks"`
+}
+
+type taskListEntry struct {
+	TaskID   string  `json:"taskId"`
+	Status   string  `json:"status"`
+	ExitCode *int    `json:"exitCode"`
+	Signal   *string `json:"signal"`
+	Command  string  `json:"command"`
 }

@@ -46,31 +46,6 @@ func markerRunnerFailed(mode string) string {
 	return "[sandbox: the sandbox runner itself failed under " + mode + " mode — the command did not run; this is a sandbox problem, not a command failure]"
 }
 
-// streamResult is one collected stream of a foreground run.
-type streamResult struct {
-	Text      string `json:"text"`
-	Truncated bool   `json:"truncated"`
-	SpillPath string `json:"spillPath,omitempty"`
-}
-
-// sandboxFacts are the facts a confined (or unconfined) run executed under.
-// A key that does not apply is absent, not false (PROTOCOL.md section 3).
-type sandboxFacts struct {
-	Mode         string `json:"mode"`
-	Denied       bool   `json:"denied"`
-	Enforcement  string `json:"enforcement,omitempty"`
-	Scoped       bool   `json:"scoped,omitempty"`
-	RunnerFailed bool   `json:"runnerFailed,omitempty"`
-	// Network is "on" or "off" in confined modes (PROTOCOL.md section 7);
-	// NetworkDenied says the command failed for want of it.
-	Network       string `json:"network,omitempty"`
-	NetworkDenied bool   `json:"networkDenied,omitempty"`
-	// Reverted lists protected files the command changed and bashcall
-	// put back; RestoreFailed says why one could not be.
-	Reverted      []string `json:"reverted,omitempty"`
-	RestoreFailed string   `json:"restoreFailed,omitempty"`
-}
-
 // sandboxMarkers are the sandbox's lines of a settled run: the denial,
 // the protected files put back, then the escalation offer when either
 // happened and escalation is advertised.
@@ -95,19 +70,6 @@ func sandboxMarkers(sb *sandboxFacts, escalation bool) []string {
 		lines = append(lines, markerEscalate)
 	}
 	return lines
-}
-
-// foregroundResult is the structuredContent of a foreground run.
-type foregroundResult struct {
-	Kind      string        `json:"kind"`
-	ExitCode  *int          `json:"exitCode"`
-	Signal    *string       `json:"signal"`
-	TimedOut  bool          `json:"timedOut"`
-	Aborted   bool          `json:"aborted"`
-	TimeoutMs int64         `json:"timeoutMs"`
-	Stdout    streamResult  `json:"stdout"`
-	Stderr    streamResult  `json:"stderr"`
-	Sandbox   *sandboxFacts `json:"sandbox,omitempty"`
 }
 
 // streamText is a stream's tail followed, when truncated, by its marker.
@@ -274,22 +236,6 @@ func renderList(entries []listEntry) string {
 	return strings.Join(lines, "\n")
 }
 
-// response is one answer, MCP's CallToolResult plus fields of our own.
-type response struct {
-	ID                json.RawMessage   `json:"id,omitempty"`
-	Name              string            `json:"name,omitempty"`
-	IsError           bool              `json:"isError"`
-	Content           []textContent     `json:"content"`
-	StructuredContent any               `json:"structuredContent,omitempty"`
-	Present           *presentation     `json:"present,omitempty"`
-	Notices           []string          `json:"notices,omitempty"`
-	ApprovalRequired  *approvalRequired `json:"approvalRequired,omitempty"`
-
-	// held are released once the response is written: they keep the
-	// spill files it offers live until then.
-	held []func()
-}
-
 // holdUntilWritten runs release once the response has been written.
 func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }
 
@@ -299,18 +245,6 @@ func (r *response) written() {
 		release()
 	}
 	r.held = nil
-}
-
-type textContent struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-type approvalRequired struct {
-	Mode          string `json:"mode"`
-	Justification string `json:"justification"`
-	Command       string `json:"command"`
-	Reason        string `json:"reason"`
 }
 
 // text returns the model-facing text of r.

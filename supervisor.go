@@ -43,12 +43,6 @@ type taskSpec struct {
 	Sandbox sandboxFacts `json:"sandbox"`
 }
 
-// backgroundResult is the structuredContent of a background start.
-type backgroundResult struct {
-	Kind   string `json:"kind"`
-	TaskID string `json:"taskId"`
-}
-
 // startTask starts the planned call as a background task.
 func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *response) error {
 	me := procRecord{PID: os.Getpid(), BootID: bootID()}

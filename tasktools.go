@@ -9,41 +9,6 @@ import (
 	"time"
 )
 
-// taskOutputResult is the structuredContent of bash_output.
-type taskOutputResult struct {
-	Kind       string        `json:"kind"`
-	TaskID     string        `json:"taskId"`
-	Status     string        `json:"status"`
-	ExitCode   *int          `json:"exitCode"`
-	Signal     *string       `json:"signal"`
-	Stdout     string        `json:"stdout"`
-	Stderr     string        `json:"stderr"`
-	Lossy      bool          `json:"lossy"`
-	FullOutput []string      `json:"fullOutput,omitempty"`
-	Sandbox    *sandboxFacts `json:"sandbox,omitempty"`
-}
-
-// taskKillResult is the structuredContent of bash_kill.
-type taskKillResult struct {
-	Kind   string `json:"kind"`
-	TaskID string `json:"taskId"`
-	Killed bool   `json:"killed"`
-}
-
-// taskListResult is the structuredContent of bash_list.
-type taskListResult struct {
-	Kind  string          `json:"kind"`
-	Tasks []taskListEntry `json:"tasks"`
-}
-
-type taskListEntry struct {
-	TaskID   string  `json:"taskId"`
-	Status   string  `json:"status"`
-	ExitCode *int    `json:"exitCode"`
-	Signal   *string `json:"signal"`
-	Command  string  `json:"command"`
-}
-
 // exitFields are a status's exit code and signal as JSON wants them.
 func exitFields(s taskStatus) (*int, *string) {
 	switch {
