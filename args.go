@@ -72,36 +72,36 @@ func parseBashArgs(args map[string]json.RawMessage) (bashArgs, error) {
 	var a bashArgs
 	var set, ok bool
 	if a.Command, _, ok = argString(args, "command"); !ok || strings.TrimSpace(a.Command) == "" {
-		return a, toolErrorf("invalid command: expected a non-empty string")
+		return a, errInvalidCommand()
 	}
 	if strings.ContainsRune(a.Command, 0) {
-		return a, toolErrorf("invalid command: expected a non-empty string without NUL bytes")
+		return a, errCommandNUL()
 	}
 	if a.Description, _, ok = argString(args, "description"); !ok || strings.TrimSpace(a.Description) == "" {
-		return a, toolErrorf("invalid description: expected a non-empty string")
+		return a, errInvalidDescription()
 	}
 	if a.TimeoutMs, _, ok = argPositive(args, "timeoutMs"); !ok {
-		return a, toolErrorf("invalid timeoutMs: expected a positive number, got %s", jsonForError(args["timeoutMs"]))
+		return a, errExpected("timeoutMs", "a positive number", args["timeoutMs"])
 	}
 	if a.Workdir, _, ok = argString(args, "workdir"); !ok {
-		return a, toolErrorf("invalid workdir: expected a string, got %s", jsonForError(args["workdir"]))
+		return a, errExpected("workdir", "a string", args["workdir"])
 	}
 	if a.Background, _, ok = argBool(args, "run_in_background"); !ok {
-		return a, toolErrorf("invalid run_in_background: expected a boolean, got %s", jsonForError(args["run_in_background"]))
+		return a, errExpected("run_in_background", "a boolean", args["run_in_background"])
 	}
 	if a.Escalate, _, ok = argString(args, "sandbox_permissions"); !ok || (a.Escalate != "" && !escalationTarget(a.Escalate)) {
-		return a, toolErrorf(`invalid sandbox_permissions: expected "workspace-write" or "danger-full-access", got %s`, jsonForError(args["sandbox_permissions"]))
+		return a, errExpected("sandbox_permissions", `"workspace-write" or "danger-full-access"`, args["sandbox_permissions"])
 	}
 	var hasJustification bool
 	if a.Justification, hasJustification, ok = argString(args, "justification"); !ok || (hasJustification && strings.TrimSpace(a.Justification) == "") {
-		return a, toolErrorf("invalid justification: expected a non-empty sentence")
+		return a, errInvalidJustification()
 	}
 	_, set, _ = argString(args, "sandbox_permissions")
 	switch {
 	case set && !hasJustification:
-		return a, toolErrorf("invalid escalation: sandbox_permissions requires a justification")
+		return a, errEscalationNeedsJustification()
 	case hasJustification && !set:
-		return a, toolErrorf("invalid escalation: justification is only valid together with sandbox_permissions")
+		return a, errJustificationAlone()
 	}
 	return a, nil
 }
@@ -123,16 +123,16 @@ func parseTaskArgs(args map[string]json.RawMessage, withWait bool) (taskArgs, er
 	var a taskArgs
 	var set, ok bool
 	if a.TaskID, set, ok = argString(args, "task_id"); !ok || !set {
-		return a, toolErrorf("invalid task_id: expected a string, got %s", jsonForError(args["task_id"]))
+		return a, errExpected("task_id", "a string", args["task_id"])
 	}
 	if !withWait {
 		return a, nil
 	}
 	if a.Wait, _, ok = argBool(args, "wait"); !ok {
-		return a, toolErrorf("invalid wait: expected a boolean, got %s", jsonForError(args["wait"]))
+		return a, errExpected("wait", "a boolean", args["wait"])
 	}
 	if a.TimeoutMs, _, ok = argPositive(args, "timeout_ms"); !ok {
-		return a, toolErrorf("invalid timeout_ms: expected a positive number, got %s", jsonForError(args["timeout_ms"]))
+		return a, errExpected("timeout_ms", "a positive number", args["timeout_ms"])
 	}
 	return a, nil
 }

@@ -120,7 +120,7 @@ func (inv *invocation) handle(req *request) *response {
 	if t, ok := lookupTool(req.Name); ok {
 		err = t.handle(inv, req, resp)
 	} else {
-		err = toolErrorf("unknown tool %q", req.Name)
+		err = errUnknownTool(req.Name)
 	}
 	if err != nil {
 		setError(resp, err)
@@ -141,7 +141,7 @@ func setError(resp *response, err error) {
 	if !errors.As(err, &te) && !errors.As(err, new(*invalidRequest)) {
 		msg = "internal: " + msg
 	}
-	text := "Error: " + msg
+	text := textErrorPrefix + msg
 	resp.IsError = true
 	resp.Content = []textContent{{Type: "text", Text: text}}
 	if resp.Present == nil {
@@ -180,7 +180,7 @@ func (inv *invocation) bash(req *request, resp *response) error {
 		return err
 	}
 	if a.Background && !inv.cfg.Background.Enabled {
-		return toolErrorf("run_in_background is disabled by this executor's configuration")
+		return errBackgroundDisabled()
 	}
 	if a.Background && !processIdentity {
 		return toolErrorf("run_in_background is not supported on %s: without /proc start times a reused pid could be signalled", runtime.GOOS)
@@ -295,10 +295,10 @@ func (inv *invocation) resolveMode(req *request, a *bashArgs) (string, error) {
 		return current, nil
 	}
 	if !inv.sandboxes() {
-		return "", toolErrorf("sandbox_permissions is not available in this composition (no sandboxing executor to escalate)")
+		return "", errNoEscalation()
 	}
 	if !strictlyWider(a.Escalate, current) {
-		return "", toolErrorf("sandbox escalation to %q is not strictly wider than this call's current %q mode", a.Escalate, current)
+		return "", errNotWider(a.Escalate, current)
 	}
 	return a.Escalate, nil
 }
@@ -342,7 +342,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	select {
 	case <-inv.abort:
-		return toolErrorf("command aborted")
+		return errAborted()
 	default:
 	}
 	if err := setSubreaper(); err != nil {
@@ -385,7 +385,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	r.Sandbox = &facts
 	resp.StructuredContent = r
 	if out.Aborted {
-		return toolErrorf("command aborted")
+		return errAborted()
 	}
 	setText(resp, renderForeground(r, inv.escalationAdvertised()), terminalCard(r, inv.escalationAdvertised()))
 	return nil

@@ -39,13 +39,13 @@ func (inv *invocation) approve(req *request, a *bashArgs, resp *response) error 
 	case approvalAllowed:
 		return nil
 	case approvalRejected:
-		return toolErrorf("the user rejected escalating this command to %q", a.Escalate)
+		return errRejected(a.Escalate)
 	case approvalCancelled:
-		return toolErrorf("approval for escalating to %q was cancelled", a.Escalate)
+		return errCancelled(a.Escalate)
 	}
 	resp.ApprovalRequired = &approvalRequired{Mode: a.Escalate, Justification: a.Justification,
 		Command: a.Command, Reason: "escalate sandbox to " + a.Escalate + ": " + a.Justification}
-	return toolErrorf("sandbox escalation to %q requires approval, but no approval channel is available", a.Escalate)
+	return errNoApprovalChannel(a.Escalate)
 }
 
 // askApprover runs the [approval] command with the request on stdin and
@@ -76,7 +76,7 @@ func (inv *invocation) askApprover(request []byte) (string, error) {
 	case <-inv.abort:
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
-		return "", toolErrorf("command aborted")
+		return "", errAborted()
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done

@@ -300,7 +300,7 @@ func (c *mcpCall) start(cmd *exec.Cmd) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return toolErrorf("command aborted")
+		return errAborted()
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting bashcall: %w", err)

@@ -22,6 +22,7 @@ const (
 	textNoTasks     = "(no background tasks)"
 	textUnavailable = "(unavailable)"
 	markerStderr    = "[stderr]\n"
+	textErrorPrefix = "Error: " // every error response's text
 	markerEscalate  = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
 )
 
@@ -266,4 +267,67 @@ func encodeResponse(w io.Writer, r *response) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// Error texts of PROTOCOL.md section 4 (what follows "Error: "), with
+// bashcall's additions where the contract has none. Errors that name a
+// path or a cause are worded where they arise.
+
+func errInvalidCommand() error { return &toolError{"invalid command: expected a non-empty string"} }
+func errCommandNUL() error {
+	return &toolError{"invalid command: expected a non-empty string without NUL bytes"}
+}
+func errInvalidDescription() error {
+	return &toolError{"invalid description: expected a non-empty string"}
+}
+func errInvalidJustification() error {
+	return &toolError{"invalid justification: expected a non-empty sentence"}
+}
+func errEscalationNeedsJustification() error {
+	return &toolError{"invalid escalation: sandbox_permissions requires a justification"}
+}
+func errJustificationAlone() error {
+	return &toolError{"invalid escalation: justification is only valid together with sandbox_permissions"}
+}
+
+// errExpected is "invalid <field>: expected <what>, got <the JSON sent>".
+func errExpected(field, what string, got json.RawMessage) error {
+	return &toolError{"invalid " + field + ": expected " + what + ", got " + jsonForError(got)}
+}
+
+func errUnknownTool(name string) error { return &toolError{fmt.Sprintf("unknown tool %q", name)} }
+func errUnknownTask(id string) error   { return &toolError{fmt.Sprintf("unknown bash task %q", id)} }
+func errOtherSession(id string) error {
+	return &toolError{"task " + id + " belongs to another session"}
+}
+func errTaskLimit(limit int64) error {
+	return &toolError{fmt.Sprintf("background task limit reached for this session (limit: %d); use bash_kill to stop an unneeded task, wait for one to finish, then retry", limit)}
+}
+func errBackgroundDisabled() error {
+	return &toolError{"run_in_background is disabled by this executor's configuration"}
+}
+func errNoEscalation() error {
+	return &toolError{"sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"}
+}
+func errNotWider(target, current string) error {
+	return &toolError{fmt.Sprintf("sandbox escalation to %q is not strictly wider than this call's current %q mode", target, current)}
+}
+func errRejected(mode string) error {
+	return &toolError{fmt.Sprintf("the user rejected escalating this command to %q", mode)}
+}
+func errCancelled(mode string) error {
+	return &toolError{fmt.Sprintf("approval for escalating to %q was cancelled", mode)}
+}
+func errNoApprovalChannel(mode string) error {
+	return &toolError{fmt.Sprintf("sandbox escalation to %q requires approval, but no approval channel is available", mode)}
+}
+func errAborted() error { return &toolError{"command aborted"} }
+
+// sandboxUnavailable is the contract's fail-closed error.
+func sandboxUnavailable(mode, runnerFailure string) error {
+	msg := fmt.Sprintf("sandbox mode %q is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. Use a Linux kernel with Landlock enabled, or set the mode to danger-full-access.", mode)
+	if runnerFailure != "" {
+		msg += " Runner failure: " + runnerFailure
+	}
+	return &toolError{msg}
 }

@@ -217,11 +217,11 @@ func parseArguments(raw json.RawMessage, where string) (map[string]json.RawMessa
 	if jsonKind(raw) == "string" {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, toolErrorf("invalid arguments: expected a JSON object, got %s", jsonForError(raw))
+			return nil, errExpected("arguments", "a JSON object", raw)
 		}
 		inner := json.RawMessage(s)
 		if !json.Valid(inner) || jsonKind(inner) != "object" {
-			return nil, toolErrorf("invalid arguments: expected a string holding a JSON object, got %s", jsonForError(raw))
+			return nil, errExpected("arguments", "a string holding a JSON object", raw)
 		}
 		if err := duplicateKey(inner, where); err != nil {
 			return nil, &invalidRequest{why: err.Error()}
@@ -230,7 +230,7 @@ func parseArguments(raw json.RawMessage, where string) (map[string]json.RawMessa
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, toolErrorf("invalid arguments: expected a JSON object, got %s", jsonForError(raw))
+		return nil, errExpected("arguments", "a JSON object", raw)
 	}
 	return m, nil
 }

@@ -14,7 +14,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 )
@@ -194,15 +193,6 @@ const (
 
 // errNoLandlock is the reason a confined mode cannot be enforced.
 var errNoLandlock = errors.New("landlock is not supported by this kernel or not enabled at boot time")
-
-// sandboxUnavailable is the contract's fail-closed error.
-func sandboxUnavailable(mode, runnerFailure string) error {
-	msg := fmt.Sprintf("sandbox mode %q is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. Use a Linux kernel with Landlock enabled, or set the mode to danger-full-access.", mode)
-	if runnerFailure != "" {
-		msg += " Runner failure: " + runnerFailure
-	}
-	return &toolError{msg}
-}
 
 // writableDevices are writable in every confined mode. /dev/tty is among
 // them because a command has no controlling terminal: opening it fails

@@ -116,10 +116,10 @@ func taskNumber(id string) int64 {
 func (inv *invocation) openTask(id string, caller string) (*task, error) {
 	t, err := inv.loadTask(id)
 	if err != nil {
-		return nil, toolErrorf("unknown bash task %q", id)
+		return nil, errUnknownTask(id)
 	}
 	if t.meta.Owner != "" && t.meta.Owner != caller {
-		return nil, toolErrorf("task %s belongs to another session", id)
+		return nil, errOtherSession(id)
 	}
 	return t, nil
 }
@@ -322,7 +322,7 @@ func (inv *invocation) runningCount(key string) int {
 // checkTaskLimit refuses a start past max_tasks_per_session.
 func (inv *invocation) checkTaskLimit(key string) error {
 	if limit := inv.cfg.Background.MaxTasksPerSession; int64(inv.runningCount(key)) >= limit {
-		return toolErrorf("background task limit reached for this session (limit: %d); use bash_kill to stop an unneeded task, wait for one to finish, then retry", limit)
+		return errTaskLimit(limit)
 	}
 	return nil
 }
