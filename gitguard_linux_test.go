@@ -96,10 +96,7 @@ func TestPlantedCode(t *testing.T) {
 	for _, m := range mechanisms {
 		for _, bg := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/background=%v", m.name, bg), func(t *testing.T) {
-				e := newConfinedEnv(t, "")
-				e.extraEnv = m.env
-				pwned := filepath.Join(e.dir, "pwned")
-				os.Mkdir(pwned, 0o777)
+				e, pwned := plantEnv(t, m.env)
 				newRepo(t, e.workspace)
 				defer os.RemoveAll("/tmp/bashcall-evil-hooks")
 				defer os.RemoveAll("/tmp/bashcall-evil-common")
@@ -147,10 +144,7 @@ func TestPlantedCodeSubmodule(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newConfinedEnv(t, "")
-			e.extraEnv = m.env
-			pwned := filepath.Join(e.dir, "pwned")
-			os.Mkdir(pwned, 0o777)
+			e, pwned := plantEnv(t, m.env)
 			upstream := filepath.Join(e.dir, "upstream")
 			newRepo(t, upstream)
 			newRepo(t, e.workspace)
@@ -278,10 +272,7 @@ func TestGitGuardRestore(t *testing.T) {
 func TestPlantedCodeOtherSession(t *testing.T) {
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newConfinedEnv(t, "")
-			e.extraEnv = m.env
-			pwned := filepath.Join(e.dir, "pwned")
-			os.Mkdir(pwned, 0o777)
+			e, pwned := plantEnv(t, m.env)
 			wsA, err := os.MkdirTemp("/tmp", "bashcall-ws-a-")
 			if err != nil {
 				t.Fatal(err)
@@ -352,10 +343,7 @@ func TestPlantedCodeWhileRunning(t *testing.T) {
 func TestPlantedCodeLinkedWorktree(t *testing.T) {
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newConfinedEnv(t, "")
-			e.extraEnv = m.env
-			pwned := filepath.Join(e.dir, "pwned")
-			os.Mkdir(pwned, 0o777)
+			e, pwned := plantEnv(t, m.env)
 			main := filepath.Join(e.workspace, "main")
 			newRepo(t, main)
 			gitRun(t, main, "worktree", "add", "-q", filepath.Join(e.workspace, "wt"), "-b", "wt")
@@ -372,4 +360,17 @@ true`, pwned)
 			checkNothingRan(t, wt, pwned)
 		})
 	}
+}
+
+// plantEnv is a confined env under a protection mechanism (its
+// environment), with a directory where planted code leaves its marks.
+func plantEnv(t *testing.T, mechanismEnv []string) (*testEnv, string) {
+	t.Helper()
+	e := newConfinedEnv(t, "")
+	e.extraEnv = mechanismEnv
+	pwned := filepath.Join(e.dir, "pwned")
+	if err := os.Mkdir(pwned, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return e, pwned
 }
