@@ -319,15 +319,22 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 			extraEnv = append(extraEnv, "XDG_CACHE_HOME="+cache)
 		}
 	}
-	abi, abiErr := landlockABI()
+	// One probe of the host per call; the paths a confined call is built
+	// around are worked out only for a confined call.
+	sup := sandboxSupport()
 	in := sandboxInput{mode: mode, workspace: p.workspace, roots: inv.cfg.Sandbox.WritableRoots, extra: extra,
-		control: inv.controlPaths(), reads: inv.readGrant(), netOff: inv.cfg.Sandbox.Network == "off", netFiltered: sandboxSupport().NetFilter}
-	if p.sandbox, err = planSandboxWith(in, abi, abiErr); err != nil {
+		netOff: inv.cfg.Sandbox.Network == "off", netFiltered: sup.NetFilter}
+	if mode != modeFullAccess {
+		in.control, in.reads = inv.controlPaths(), inv.readGrant()
+	}
+	if p.sandbox, err = planSandboxWith(in, sup.ABI, sup.ABIErr); err != nil {
 		return err
 	}
-	p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace)
-	if err := p.sandbox.protect(mountNamespace()); err != nil {
-		return err
+	if p.sandbox.confined() {
+		p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace)
+		if err := p.sandbox.protect(sup.NS); err != nil {
+			return err
+		}
 	}
 	p.env = commandEnv(inv.environ, &inv.cfg.Env, extraEnv, inv.stateDir, s.ID)
 	p.argv = []string{shell, "-c", a.Command}

@@ -391,7 +391,8 @@ func prepareFork(ns nsKind) (undo func()) {
 
 // sandboxSupport is what this host can give a confined call.
 func sandboxSupport() support {
-	s := support{NS: mountNamespace(), Seccomp: seccompEnforced(), NetFilter: seccompEnforced()}
+	filter := seccompEnforced()
+	s := support{NS: mountNamespace(), Seccomp: filter, NetFilter: filter}
 	s.ABI, s.ABIErr = landlockABI()
 	// The bounding set can be emptied with CAP_SETPCAP, which the
 	// launcher has as root or in its user namespace.
