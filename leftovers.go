@@ -75,7 +75,12 @@ func (r *treeRecord) owned(procs map[int]procStat) (map[int]uint64, []int) {
 	}
 	sessions := map[int]bool{}
 	for _, pid := range seeds {
+		// A session id of 0 is a session begun outside this pid namespace
+		// (a container's processes often all read 0): never one of ours.
 		sid := procs[pid].sid
+		if sid <= 0 {
+			continue
+		}
 		if leader, ok := procs[sid]; !ok || leader.start >= r.Since {
 			sessions[sid] = true
 		}

@@ -254,6 +254,22 @@ func TestTreeOwnership(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("needs /proc")
 	}
+	treeOwnership(t)
+}
+
+// TestTreeOwnershipInContainer: the same in a PID namespace whose first
+// process began its session outside it, as in a container: every session id
+// there reads 0, and a session of 0 is nobody's tree.
+func TestTreeOwnershipInContainer(t *testing.T) {
+	if inNamespace(t, "--pid", "--fork", "--mount-proc") {
+		if s, err := readProcStat(os.Getpid()); err != nil || s.sid != 0 {
+			t.Fatalf("the session id in the namespace is %d (%v), want 0", s.sid, err)
+		}
+		treeOwnership(t)
+	}
+}
+
+func treeOwnership(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
