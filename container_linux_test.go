@@ -22,6 +22,9 @@ func init() {
 			fmt.Fprintln(os.Stderr, "unmounting /proc:", err)
 			os.Exit(125)
 		}
+		// A /proc mounted over another (unshare --mount-proc) uncovers it.
+		for unix.Unmount("/proc", unix.MNT_DETACH) == nil {
+		}
 	}
 }
 
