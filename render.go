@@ -154,11 +154,12 @@ func renderForeground(r *foregroundResult, escalation bool) string {
 	return layoutForeground(r, escalation).text()
 }
 
-// taskStatus is a background task's state as the model sees it.
+// taskStatus is a background task's state, the one shape of it: the model
+// sees it in "[status: …]", bash_list and notices; status.json records it.
 type taskStatus struct {
-	State    string // "running", "completed" or "killed"
-	ExitCode int    // for completed
-	Signal   string // for killed, "" when unknown
+	State    string `json:"state"`            // "running", "completed" or "killed"
+	ExitCode int    `json:"exitCode"`         // for completed
+	Signal   string `json:"signal,omitempty"` // for killed, "" when unknown
 }
 
 // String is the status as it appears inside "[status: …]".
@@ -330,4 +331,17 @@ func sandboxUnavailable(mode, runnerFailure string) error {
 		msg += " Runner failure: " + runnerFailure
 	}
 	return &toolError{msg}
+}
+
+// exitFields are a status's exit code and signal as JSON wants them.
+func exitFields(s taskStatus) (*int, *string) {
+	switch {
+	case s.State == stateCompleted:
+		code := s.ExitCode
+		return &code, nil
+	case s.Signal != "":
+		sig := s.Signal
+		return nil, &sig
+	}
+	return nil, nil
 }

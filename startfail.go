@@ -78,7 +78,7 @@ func (t *task) failStart(reason error) {
 	if outsErr == nil {
 		fmt.Fprintf(outs[1], "bashcall: cannot start the background task: %v\n", reason)
 	}
-	t.record(&taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Note: "could not start: " + reason.Error()})
+	t.record(&taskFinal{taskStatus: taskStatus{State: stateKilled}, FinishedAt: time.Now().UnixMilli(), Note: "could not start: " + reason.Error()})
 }
 
 // stopLeftovers stops what of the command did start, once its supervisor

@@ -1,10 +1,30 @@
 package main
 
 // The state dir: private (0700, ours) or refused, and its layout, owned
-// here: spill/ (complete copies), tasks/bash-N/ (one per task), calls/
-// (live foreground calls), sessions/<owner key>/{tasks,running,pending,
-// workspaces}/ and mode. Everything bashcall keeps between invocations
-// lives here.
+// here. Everything bashcall keeps between invocations lives in it.
+//
+//	spill/                        complete copies of foreground output (spill.go)
+//	calls/                        live foreground calls' trees (calls.go)
+//	lock, next-id                 the id counter, taken under an flock
+//	tasks/bash-N/task.json        what was started, by whom (an owner key)
+//	tasks/bash-N/supervisor.json  the supervisor's pid, start time and boot
+//	tasks/bash-N/command.json     the command's tree (leftovers.go): written
+//	                              before the command exists, then with its
+//	                              leader's pid and start time
+//	tasks/bash-N/{stdout,stderr}.log   complete copies, up to max_spill_bytes
+//	tasks/bash-N/{stdout,stderr}.tail  bounded tails (see taskio.go)
+//	tasks/bash-N/cursor, lock     read cursors, under a per-task flock
+//	tasks/bash-N/kill             bash_kill asked for this task to stop
+//	tasks/bash-N/status.json      the final status, written by a rename
+//	tasks/bash-N/status.reserve   room kept for it, so that a full disk
+//	                              cannot keep it from being written
+//	sessions/<key>/tasks/bash-N   the tasks of one owner
+//	sessions/<key>/running/bash-N a task not known to have settled
+//	sessions/<key>/pending/bash-N a completion notice not yet delivered
+//	sessions/<key>/mode           a standing sandbox mode
+//	sessions/<key>/workspaces/    the session's pinned workspace (control.go)
+//
+// Every directory is 0700 and every file 0600.
 
 import (
 	"crypto/sha256"

@@ -263,7 +263,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 		},
 	})
 	swept := sweep()
-	final := &taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(), Sandbox: &spec.Sandbox}
+	final := &taskFinal{taskStatus: taskStatus{State: stateKilled}, FinishedAt: time.Now().UnixMilli(), Sandbox: &spec.Sandbox}
 	reverted, restoreErr := spec.Guard.restore()
 	final.Sandbox.restored(mergeSorted(swept, reverted), restoreErr)
 	switch {

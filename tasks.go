@@ -1,26 +1,8 @@
 package main
 
-// Background tasks in the state dir (PROTOCOL.md section 6).
-//
-// Layout, every directory 0700 and every file 0600:
-//
-//	lock, next-id                 the id counter, taken under an flock
-//	tasks/bash-N/task.json        what was started, by whom (an owner key)
-//	tasks/bash-N/supervisor.json  the supervisor's pid, start time and boot
-//	tasks/bash-N/command.json     the command's tree (leftovers.go): written
-//	                              before the command exists, then with its
-//	                              leader's pid and start time
-//	tasks/bash-N/{stdout,stderr}.log   complete copies, up to max_spill_bytes
-//	tasks/bash-N/{stdout,stderr}.tail  bounded tails (see taskio.go)
-//	tasks/bash-N/cursor, lock     read cursors, under a per-task flock
-//	tasks/bash-N/kill             bash_kill asked for this task to stop
-//	tasks/bash-N/status.json      the final status, written by a rename
-//	tasks/bash-N/status.reserve   room kept for it, so that a full disk
-//	                              cannot keep it from being written
-//	sessions/<key>/tasks/bash-N   the tasks of one owner
-//	sessions/<key>/running/bash-N a task not known to have settled
-//	sessions/<key>/pending/bash-N a completion notice not yet delivered
-//	sessions/<key>/mode           a standing sandbox mode
+// Background tasks in the state dir (PROTOCOL.md section 6): allocating
+// ids, owners, notices and listing. statedir.go lays out a task's files;
+// supervisor.go starts and supervises a task; taskend.go ends it.
 //
 // Status is the truth: a task with no status.json whose supervisor is gone
 // (SIGKILL, OOM, reboot) is settled as killed by whoever looks next, after
@@ -37,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // Task states.
@@ -75,20 +56,6 @@ type procRecord struct {
 // alive reports whether the recorded process still runs.
 func (p *procRecord) alive() bool {
 	return p != nil && p.PID > 0 && p.BootID == bootID() && processAlive(p.PID, p.Start)
-}
-
-// taskFinal is status.json.
-type taskFinal struct {
-	State      string        `json:"state"`
-	ExitCode   int           `json:"exitCode"`
-	Signal     string        `json:"signal,omitempty"`
-	FinishedAt int64         `json:"finishedAt"`
-	Sandbox    *sandboxFacts `json:"sandbox,omitempty"`
-	Note       string        `json:"note,omitempty"`
-}
-
-func (f *taskFinal) status() taskStatus {
-	return taskStatus{State: f.State, ExitCode: f.ExitCode, Signal: f.Signal}
 }
 
 // task is a handle on one task directory.
@@ -158,109 +125,6 @@ func writeJSON(p string, v any) error {
 		return err
 	}
 	return writeFileAtomic(p, b)
-}
-
-// final returns the task's final status, or nil while it runs. A task
-// whose supervisor is gone is settled here.
-func (t *task) final() *taskFinal {
-	var f taskFinal
-	if readJSON(filepath.Join(t.dir, "status.json"), &f) == nil {
-		return &f
-	}
-	var sup procRecord
-	if err := readJSON(filepath.Join(t.dir, "supervisor.json"), &sup); err != nil {
-		sup = t.meta.Starter // not recorded yet: the task is as alive as its starter
-	}
-	if sup.alive() {
-		return nil
-	}
-	return t.settleOrphan()
-}
-
-// settleOrphan settles a task whose supervisor vanished without a status:
-// under the task lock, it stops what is left of the command and records
-// it as killed.
-func (t *task) settleOrphan() *taskFinal {
-	unlock, err := lockFile(filepath.Join(t.dir, "lock"))
-	if err != nil {
-		return nil
-	}
-	defer unlock()
-	var f taskFinal
-	if readJSON(filepath.Join(t.dir, "status.json"), &f) == nil {
-		return &f
-	}
-	var sup procRecord
-	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
-		return nil // it recorded itself after all
-	}
-	var cmd treeRecord
-	var left []int
-	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
-		left = cmd.stop()
-	}
-	f = taskFinal{State: stateKilled, FinishedAt: time.Now().UnixMilli(),
-		Note: "the supervisor exited without recording how the command ended" + leftNote(left)}
-	t.record(&f)
-	return &f
-}
-
-// record writes the final status and clears the running mark. It fills
-// status.reserve when there is one: written in place and renamed, that
-// needs no room a full disk could refuse.
-func (t *task) record(f *taskFinal) error {
-	b, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(t.dir, "status.json")
-	if fillReserve(filepath.Join(t.dir, "status.reserve"), b, p) != nil {
-		if err := writeFileAtomic(p, b); err != nil {
-			return err
-		}
-	}
-	stateDir := filepath.Dir(filepath.Dir(t.dir))
-	os.Remove(filepath.Join(sessionDir(stateDir, t.meta.Owner), "running", t.id))
-	return nil
-}
-
-// statusReserveSize is the room kept for a final status.
-const statusReserveSize = 4096
-
-// reserveStatus makes status.reserve, with the room a final status needs.
-func (t *task) reserveStatus() error {
-	p := filepath.Join(t.dir, "status.reserve")
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(make([]byte, statusReserveSize))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(p)
-	}
-	return err
-}
-
-// fillReserve writes b over the reserve and renames it to p.
-func fillReserve(reserve string, b []byte, p string) error {
-	f, err := os.OpenFile(reserve, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(b, 0)
-	if err == nil {
-		err = f.Truncate(int64(len(b)))
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(reserve, p)
-	}
-	return err
 }
 
 // lockFile takes an exclusive flock, creating the file if need be.
@@ -402,7 +266,7 @@ func (inv *invocation) takeNotices(key string) []string {
 			continue
 		}
 		if f := t.final(); f != nil && inv.consumeNotice(t) {
-			notices = append(notices, textNotice(id, f.status()))
+			notices = append(notices, textNotice(id, f.taskStatus))
 		}
 	}
 	return notices
@@ -424,7 +288,7 @@ func (inv *invocation) listTasks(caller string) []listEntry {
 		}
 		e := listEntry{ID: id, Command: t.meta.Command, Status: taskStatus{State: stateRunning}}
 		if f := t.final(); f != nil {
-			e.Status = f.status()
+			e.Status = f.taskStatus
 		}
 		entries = append(entries, e)
 	}

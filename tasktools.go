@@ -9,19 +9,6 @@ import (
 	"time"
 )
 
-// exitFields are a status's exit code and signal as JSON wants them.
-func exitFields(s taskStatus) (*int, *string) {
-	switch {
-	case s.State == stateCompleted:
-		code := s.ExitCode
-		return &code, nil
-	case s.Signal != "":
-		sig := s.Signal
-		return nil, &sig
-	}
-	return nil, nil
-}
-
 // taskOutput answers bash_output.
 func (inv *invocation) taskOutput(req *request, resp *response) error {
 	if req.ArgsErr != nil {
@@ -53,7 +40,7 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 	out := &taskOutputResult{Kind: "taskOutput", TaskID: t.id, Status: stateRunning,
 		Stdout: r.Stdout, Stderr: r.Stderr, Lossy: r.Lossy, FullOutput: r.FullPaths}
 	if final != nil {
-		r.Status, r.Sandbox = final.status(), final.Sandbox
+		r.Status, r.Sandbox = final.taskStatus, final.Sandbox
 		out.Status, out.Sandbox = final.State, final.Sandbox
 		out.ExitCode, out.Signal = exitFields(r.Status)
 		if t.meta.Owner == caller {
@@ -100,53 +87,6 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	result.Killed = true
 	setText(resp, textKilled(t.id), nil)
 	return nil
-}
-
-// killable reports whether anything of the task may still run: it has no
-// final status, and its supervisor, a process of its command's session or
-// (while it is being started) its starter lives.
-func (t *task) killable() bool {
-	if fileExists(filepath.Join(t.dir, "status.json")) {
-		return false
-	}
-	var sup procRecord
-	var cmd treeRecord
-	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) != nil {
-		return t.meta.Starter.alive()
-	}
-	if sup.alive() {
-		return true
-	}
-	return readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.anyLeft()
-}
-
-// stop asks the supervisor to stop the task and waits for the status it
-// records. A supervisor that is gone, or does not answer within grace and
-// some slack, is replaced: what is left is killed and the task settled.
-func (t *task) stop() {
-	var sup procRecord
-	// A task that another invocation is still starting has no supervisor
-	// on record yet: give it the moment it needs.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil || !t.meta.Starter.alive() || time.Now().After(deadline) {
-			break
-		}
-	}
-	grace := time.Duration(t.meta.GraceMs) * time.Millisecond
-	if sup.alive() && signalProcess(sup.PID, sup.Start, syscall.SIGTERM) == nil {
-		if t.waitSettled(grace+5*time.Second, nil) != nil {
-			return
-		}
-		signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
-	}
-	var cmd treeRecord
-	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
-		cmd.stop()
-	}
-	for deadline := time.Now().Add(time.Second); sup.alive() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.final()
 }
 
 // taskList answers bash_list.
