@@ -271,8 +271,12 @@ func landlockChecks(f *hostFacts, confined bool) []check {
 		scoping = check{name: "scoping", status: statusDegraded, detail: "a confined command can signal processes and reach abstract unix sockets outside its sandbox",
 			fix: "a kernel with Landlock ABI 6 or later (Linux 6.12)"}
 	}
+	landlock := check{name: "landlock", status: statusOK, detail: reportDetail(lines, "landlock"), required: confined}
+	for _, e := range missingErrata(s.ABI, s.Errata) {
+		landlock.detail += "; " + e.what + " (not fixed in this kernel)"
+	}
 	return []check{
-		{name: "landlock", status: statusOK, detail: reportDetail(lines, "landlock"), required: confined},
+		landlock,
 		writes,
 		readsCheck(f),
 		networkCheck(f),

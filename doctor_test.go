@@ -17,7 +17,7 @@ import (
 func TestDoctorChecks(t *testing.T) {
 	healthy := func() *hostFacts {
 		return &hostFacts{mode: modeWorkspaceWrite, shell: "/usr/bin/bash", stateDir: "/home/u/.local/state/bashcall",
-			sup: support{ABI: 7, NS: nsMount, Seccomp: true, Bounding: true}}
+			sup: support{ABI: 7, Errata: 0b111, NS: nsMount, Seccomp: true, Bounding: true}}
 	}
 	for _, tt := range []struct {
 		name     string
@@ -40,6 +40,9 @@ func TestDoctorChecks(t *testing.T) {
 		{"no_landlock", func(f *hostFacts) {
 			f.sup = support{ABIErr: errNoLandlock, NS: nsUser, Seccomp: true, Bounding: true}
 		}, false, []string{"landlock"}},
+		{"errata_not_fixed", func(f *hostFacts) {
+			f.sup.ABI, f.sup.Errata = 6, 0b100
+		}, true, nil},
 		{"old_kernel_unprivileged", func(f *hostFacts) {
 			f.sup = support{ABI: 3, NS: nsNone}
 		}, true, nil},

@@ -120,6 +120,40 @@ func abiSupport(abi int) abiInfo {
 	return abiVersions[min(abi, len(abiVersions)-1)]
 }
 
+// landlockErratum is a Landlock bug fixed in later kernels (and in
+// backports), which landlock_create_ruleset(2) with
+// LANDLOCK_CREATE_RULESET_ERRATA reports as a bit: see the kernel's
+// security/landlock/errata/.
+type landlockErratum struct {
+	bit  uint64 // 1 << (number - 1)
+	abi  int    // the first ABI the erratum concerns
+	what string
+}
+
+// landlockErrata are the errata bashcall knows. None changes what bashcall
+// asks of Landlock: go-landlock gives up signal scoping without erratum 2,
+// because it restricts every thread of a live Go program one by one. The
+// launcher restricts only the thread that execs the command a moment later
+// (no signal between its threads is needed in between), and every thread
+// of the command inherits that one domain, so scoping is kept.
+var landlockErrata = []landlockErratum{
+	{1 << 0, 4, "erratum 1: TCP rights also govern other stream sockets (MPTCP, SCTP, SMC), which with network = \"off\" is only stricter"},
+	{1 << 1, 6, "erratum 2: signal scoping also stops signals between threads of one process in different domains; the command's threads share one domain"},
+	{1 << 2, 1, "erratum 3: a directory moved out of a bind mount is judged by its filesystem alone, which can widen access through a rename or link"},
+}
+
+// missingErrata lists the errata that concern abi and that fixed, the
+// kernel's mask, does not report as fixed.
+func missingErrata(abi int, fixed uint64) []landlockErratum {
+	var missing []landlockErratum
+	for _, e := range landlockErrata {
+		if abi >= e.abi && fixed&e.bit == 0 {
+			missing = append(missing, e)
+		}
+	}
+	return missing
+}
+
 // enforcement says whether the kernel governs every right a confined mode
 // needs: truncation (ABI 3) and device ioctls (ABI 5) included.
 func enforcement(abi int) string {

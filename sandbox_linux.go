@@ -89,6 +89,16 @@ func landlockABI() (int, error) {
 	return v, nil
 }
 
+// landlockErrataFixed is the kernel's mask of fixed Landlock errata; a
+// kernel that predates the query (EINVAL) has fixed none that it knows.
+func landlockErrataFixed() uint64 {
+	mask, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_ERRATA)
+	if err != nil {
+		return 0
+	}
+	return uint64(mask)
+}
+
 // launchSpec is what the launcher is told on its command line.
 type launchSpec struct {
 	writable  []string // canonical paths the command may write
@@ -394,6 +404,9 @@ func sandboxSupport() support {
 	filter := seccompEnforced()
 	s := support{NS: mountNamespace(), Seccomp: filter, NetFilter: filter}
 	s.ABI, s.ABIErr = landlockABI()
+	if s.ABIErr == nil {
+		s.Errata = landlockErrataFixed()
+	}
 	// The bounding set can be emptied with CAP_SETPCAP, which the
 	// launcher has as root or in its user namespace.
 	s.Bounding = s.NS != nsNone || hasCapability(unix.CAP_SETPCAP)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,6 +45,23 @@ func TestLandlockConstants(t *testing.T) {
 			t.Errorf("%s = %#x, want %#x (x/sys)", p.name, p.got, p.want)
 		}
 	}
+}
+
+// TestLandlockErrataProbe: the errata mask the kernel reports reaches the
+// support report.
+func TestLandlockErrataProbe(t *testing.T) {
+	requireABI(t, 1)
+	mask, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_ERRATA)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skip("the kernel predates LANDLOCK_CREATE_RULESET_ERRATA")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sandboxSupport().Errata; got != uint64(mask) {
+		t.Errorf("sandboxSupport().Errata = %#b, want the kernel's %#b", got, mask)
+	}
+	t.Logf("errata fixed: %#b; missing: %v", mask, missingErrata(sandboxSupport().ABI, uint64(mask)))
 }
 
 // sandboxCase runs a command in the workspace and checks its outcome.

@@ -22,6 +22,43 @@ func TestABIVersionsIncrementing(t *testing.T) {
 	}
 }
 
+// TestMissingErrata: which Landlock errata a kernel lacks, from its ABI and
+// its mask of fixed errata, and how version and doctor say so.
+func TestMissingErrata(t *testing.T) {
+	tests := []struct {
+		abi   int
+		fixed uint64
+		want  []uint64 // the bits of the missing errata
+	}{
+		{7, 0b111, nil},
+		{7, 0, []uint64{1, 2, 4}},
+		{6, 0b101, []uint64{2}},
+		{5, 0, []uint64{1, 4}}, // erratum 2 concerns signal scoping, from ABI 6
+		{3, 0, []uint64{4}},
+		{3, 0b100, nil},
+		{0, 0, nil},
+	}
+	for _, tt := range tests {
+		var got []uint64
+		for _, e := range missingErrata(tt.abi, tt.fixed) {
+			got = append(got, e.bit)
+		}
+		if d := cmp.Diff(tt.want, got); d != "" {
+			t.Errorf("missingErrata(%d, %#b) mismatch (-want +got):\n%s", tt.abi, tt.fixed, d)
+		}
+	}
+	lines := support{ABI: 6, Errata: 0b101, Seccomp: true, NetFilter: true}.report()
+	want := "landlock erratum 2: signal scoping also stops signals between threads of one process in different domains; the command's threads share one domain (not fixed in this kernel)"
+	if lines[len(lines)-1] != want {
+		t.Errorf("report() ends with %q, want %q", lines[len(lines)-1], want)
+	}
+	for _, l := range (support{ABI: 7, Errata: 0b111}).report() {
+		if strings.Contains(l, "erratum") {
+			t.Errorf("report() of a fixed kernel says %q", l)
+		}
+	}
+}
+
 // TestPlanRuleset is the ABI table as a pure function, for ABI 1 to 7 and
 // beyond.
 func TestPlanRuleset(t *testing.T) {

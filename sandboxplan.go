@@ -152,6 +152,7 @@ func planSandboxWith(in sandboxInput, abi int, probeErr error) (*sandboxPlan, er
 type support struct {
 	ABI       int
 	ABIErr    error
+	Errata    uint64 // the Landlock errata the kernel reports fixed
 	NS        nsKind
 	Seccomp   bool // setuid and setgid bits are refused
 	NetFilter bool // sockets other than unix ones can be refused
@@ -187,11 +188,15 @@ func (s support) report() []string {
 	if s.ABI < 4 || !s.NetFilter {
 		network = `network: "off" not enforceable here (needs Landlock ABI 4 and a seccomp filter); a confined call with network = "off" is refused`
 	}
-	return []string{
+	lines := []string{
 		fmt.Sprintf("landlock: ABI %d", s.ABI),
 		fmt.Sprintf("confined calls: enforcement %s; %s", enforcement(s.ABI), scope),
 		reads, network, privs, setid, protect,
 	}
+	for _, e := range missingErrata(s.ABI, s.Errata) {
+		lines = append(lines, "landlock "+e.what+" (not fixed in this kernel)")
+	}
+	return lines
 }
 
 // namespaceRefused reports whether starting a process in a new namespace
