@@ -299,7 +299,7 @@ func BenchmarkSpool(b *testing.B) {
 // against no launcher at all. The difference is what read confinement
 // costs a call.
 func BenchmarkReadConfinement(b *testing.B) {
-	if _, err := landlockABI(); err != nil {
+	if err := sandboxSupport(os.Getenv).ABIErr; err != nil {
 		b.Skip(err)
 	}
 	home, err := os.MkdirTemp(testBase, "home-")

@@ -33,7 +33,7 @@ type invocation struct {
 }
 
 // runCall answers the call on stdin.
-func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
@@ -41,7 +41,7 @@ func runCall(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	inv, err := loadSettings(&c, true)
+	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return answerFailure(stdin, stdout, *textFlag, err)
 	}
@@ -321,7 +321,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	}
 	// One probe of the host per call; the paths a confined call is built
 	// around are worked out only for a confined call.
-	sup := sandboxSupport()
+	sup := sandboxSupport(inv.getenv)
 	in := sandboxInput{mode: mode, workspace: p.workspace, roots: inv.cfg.Sandbox.WritableRoots, extra: extra,
 		netOff: inv.cfg.Sandbox.Network == "off", netFiltered: sup.NetFilter}
 	if mode != modeFullAccess {

@@ -18,7 +18,7 @@ import (
 var version string
 
 // runSchema prints the tool definitions.
-func runSchema(args []string, stdout, stderr io.Writer) error {
+func runSchema(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("schema", stderr, &c)
 	format := fs.String("format", "mcp", "`mcp`, openai or anthropic")
@@ -28,7 +28,7 @@ func runSchema(args []string, stdout, stderr io.Writer) error {
 	if !validSchemaFormat(*format) {
 		return usageError{fmt.Errorf("schema: -format must be mcp, openai or anthropic, got %q", *format)}
 	}
-	inv, err := loadSettings(&c, false)
+	inv, err := loadSettings(&c, environ, false)
 	if err != nil {
 		return err
 	}
@@ -37,12 +37,12 @@ func runSchema(args []string, stdout, stderr io.Writer) error {
 }
 
 // runPrompt prints the system-prompt section.
-func runPrompt(args []string, stdout, stderr io.Writer) error {
+func runPrompt(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	if err := parseFlags(newFlagSet("prompt", stderr, &c), args, 0); err != nil {
 		return err
 	}
-	inv, err := loadSettings(&c, false)
+	inv, err := loadSettings(&c, environ, false)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func runPrompt(args []string, stdout, stderr io.Writer) error {
 }
 
 // runVersion prints the version and what a confined call gets here.
-func runVersion(args []string, stdout, stderr io.Writer) error {
+func runVersion(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	if err := parseFlags(newFlagSet("version", stderr, &c), args, 0); err != nil {
 		return err
@@ -64,14 +64,14 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "bashcall %s (%s %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	for _, line := range sandboxSupport().report() {
+	for _, line := range sandboxSupport(getenvFrom(environ)).report() {
 		fmt.Fprintln(stdout, line)
 	}
 	if err := reexecCheck(); err != nil {
 		fmt.Fprintf(stdout, "re-execution: %v: confined calls and background tasks cannot start\n", err)
 	}
 	// The control paths of this configuration, without creating anything.
-	inv, err := loadSettings(&c, false)
+	inv, err := loadSettings(&c, environ, false)
 	var dir string
 	if err == nil {
 		dir, err = stateDirPath(c.stateDir, &inv.cfg, inv.getenv)
@@ -87,7 +87,7 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 }
 
 // runMode reads or sets a session's standing mode. "default" clears it.
-func runMode(args []string, stdout, stderr io.Writer) error {
+func runMode(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("mode", stderr, &c)
 	sessionFlag := fs.String("session", "", "the session `ID`")
@@ -97,7 +97,7 @@ func runMode(args []string, stdout, stderr io.Writer) error {
 	if *sessionFlag == "" {
 		return usageError{errors.New("mode: -session is required")}
 	}
-	inv, err := loadSettings(&c, true)
+	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return err
 	}
@@ -119,14 +119,14 @@ func runMode(args []string, stdout, stderr io.Writer) error {
 // (default: [background] retention). Running tasks and the spill files of
 // calls still running are never touched. What it cannot delete makes it
 // fail, naming each path and the reason.
-func runGC(args []string, stdout, stderr io.Writer) error {
+func runGC(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("gc", stderr, &c)
 	olderFlag := fs.String("older-than", "", "delete what finished more than `DURATION` ago")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	inv, err := loadSettings(&c, true)
+	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return err
 	}

@@ -62,12 +62,12 @@ type hostFacts struct {
 }
 
 // runDoctor prints the checks and fails unless a default call can run.
-func runDoctor(args []string, stdout, stderr io.Writer) error {
+func runDoctor(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	if err := parseFlags(newFlagSet("doctor", stderr, &c), args, 0); err != nil {
 		return err
 	}
-	checks := doctorChecks(gatherFacts(&c))
+	checks := doctorChecks(gatherFacts(&c, environ))
 	if _, err := io.WriteString(stdout, renderDoctor(checks)); err != nil {
 		return err
 	}
@@ -98,9 +98,9 @@ func renderDoctor(checks []check) string {
 }
 
 // gatherFacts probes this host as a call in the default mode would use it.
-func gatherFacts(c *commonFlags) *hostFacts {
-	f := &hostFacts{sup: sandboxSupport(), pid1: os.Getpid() == 1, reexec: reexecCheck()}
-	inv := &invocation{environ: os.Environ(), getenv: os.Getenv}
+func gatherFacts(c *commonFlags, environ []string) *hostFacts {
+	inv := newInvocation(environ)
+	f := &hostFacts{sup: sandboxSupport(inv.getenv), pid1: os.Getpid() == 1, reexec: reexecCheck()}
 	f.config = configPath(c.config, inv.getenv)
 	inv.cfg, f.configErr = loadConfig(f.config)
 	if f.configErr != nil {

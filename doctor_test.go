@@ -92,7 +92,7 @@ func TestDoctorHost(t *testing.T) {
 			t.Errorf("doctor line %q is not in the format", l)
 		}
 	}
-	sup := sandboxSupport()
+	sup := sandboxSupport(os.Getenv)
 	if sup.ABI < 1 {
 		// The default mode is confined: without Landlock it cannot run.
 		if len(lines) != 16 || lines[len(lines)-1] != "a call in the default mode cannot run here" || r.code != 1 ||

@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	os.Exit(exitCode(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+	os.Exit(exitCode(run(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr), os.Stderr))
 }
 
 const usage = `Usage:
@@ -68,6 +68,10 @@ usage error or a request that cannot be parsed, 1 for an internal failure.
 doctor exits 0 only when a call in the default mode can run here.
 `
 
+// testOnlyInProcess is set by the tests that call run in the test process,
+// which must stay dumpable and keep its descriptors across exec.
+var testOnlyInProcess bool
+
 // usageError is a command line the user got wrong (exit status 2).
 type usageError struct{ err error }
 
@@ -105,12 +109,16 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 // run dispatches to a subcommand; without one it answers a call on stdin.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if err := hardenProcess(); err != nil {
-		return err
+// environ is the environment bashcall runs in ("NAME=value" entries): the
+// one place it is read, so that a test can run bashcall in-process.
+func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if !testOnlyInProcess {
+		if err := hardenProcess(); err != nil {
+			return err
+		}
 	}
 	warnf = func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	err := dispatch(args, stdin, stdout, stderr)
+	err := dispatch(args, environ, stdin, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		_, err = fmt.Fprint(stdout, usage)
 	}
@@ -118,9 +126,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 // dispatch runs the subcommand args name.
-func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func dispatch(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") && args[0] != "--version" && args[0] != "-version" {
-		return runCall(args, stdin, stdout, stderr)
+		return runCall(args, environ, stdin, stdout, stderr)
 	}
 	switch args[0] {
 	case launcherArg:
@@ -128,23 +136,23 @@ func dispatch(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	case supervisorArg:
 		return runSupervisor(args[1:], stdin, stdout)
 	case "serve":
-		return runServe(args[1:], stdout, stderr)
+		return runServe(args[1:], environ, stdout, stderr)
 	case "schema":
-		return runSchema(args[1:], stdout, stderr)
+		return runSchema(args[1:], environ, stdout, stderr)
 	case "prompt":
-		return runPrompt(args[1:], stdout, stderr)
+		return runPrompt(args[1:], environ, stdout, stderr)
 	case "mode":
-		return runMode(args[1:], stdout, stderr)
+		return runMode(args[1:], environ, stdout, stderr)
 	case "wait":
-		return runWait(args[1:], stdout, stderr)
+		return runWait(args[1:], environ, stdout, stderr)
 	case "mcp":
-		return runMCP(args[1:], stdin, stdout, stderr)
+		return runMCP(args[1:], environ, stdin, stdout, stderr)
 	case "doctor":
-		return runDoctor(args[1:], stdout, stderr)
+		return runDoctor(args[1:], environ, stdout, stderr)
 	case "gc":
-		return runGC(args[1:], stdout, stderr)
+		return runGC(args[1:], environ, stdout, stderr)
 	case "version", "--version", "-version":
-		return runVersion(args[1:], stdout, stderr)
+		return runVersion(args[1:], environ, stdout, stderr)
 	case "help":
 		return flag.ErrHelp
 	}
@@ -194,8 +202,8 @@ func commandPrefix(fs *flag.FlagSet) string {
 
 // loadSettings resolves the config and, when wantState, the checked state
 // dir, for a subcommand.
-func loadSettings(c *commonFlags, wantState bool) (*invocation, error) {
-	inv := &invocation{environ: os.Environ(), getenv: os.Getenv}
+func loadSettings(c *commonFlags, environ []string, wantState bool) (*invocation, error) {
+	inv := newInvocation(environ)
 	cfg, err := loadConfig(configPath(c.config, inv.getenv))
 	if err != nil {
 		return nil, usageError{err}
@@ -213,6 +221,24 @@ func loadSettings(c *commonFlags, wantState bool) (*invocation, error) {
 	}
 	inv.protectPaths()
 	return inv, nil
+}
+
+// newInvocation is an invocation in the environment environ.
+func newInvocation(environ []string) *invocation {
+	return &invocation{environ: environ, getenv: getenvFrom(environ)}
+}
+
+// getenvFrom looks variables up in environ. The first entry of a name
+// wins, as with os.Getenv on an environment that names a variable twice.
+func getenvFrom(environ []string) func(string) string {
+	return func(name string) string {
+		for _, kv := range environ {
+			if v, ok := strings.CutPrefix(kv, name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
 }
 
 // protectPaths records what a sandboxed command must never be able to

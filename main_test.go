@@ -134,7 +134,8 @@ func newConfinedEnv(t *testing.T, config string) *testEnv {
 // requireABI skips a test the kernel cannot run, saying why.
 func requireABI(t *testing.T, want int) int {
 	t.Helper()
-	abi, err := landlockABI()
+	sup := sandboxSupport(os.Getenv) // BASHCALL_DISABLE_LANDLOCK=1 too
+	abi, err := sup.ABI, sup.ABIErr
 	if err != nil || abi < want {
 		t.Skipf("needs Landlock: the test checks confined runs, which need Landlock ABI >= %d; this kernel offers V%d (%v)", want, abi, err)
 	}

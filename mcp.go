@@ -57,14 +57,14 @@ type mcpServer struct {
 
 // runMCP serves one MCP connection on stdin and stdout until stdin ends or
 // a SIGINT or SIGTERM arrives.
-func runMCP(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func runMCP(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("mcp", stderr, &c)
 	wsFlag := fs.String("workspace", "", "the session workspace of the connection (default: config workspace, else the current directory)")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	inv, err := loadSettings(&c, true)
+	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return err
 	}

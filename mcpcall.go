@@ -258,7 +258,7 @@ func (c *mcpCall) execute(approval string) *childResponse {
 	cmd := exec.Command(selfExe(), args...)
 	cmd.Args[0] = "bashcall"
 	cmd.Stdin = bytes.NewReader(data)
-	cmd.Env = os.Environ()
+	cmd.Env = c.s.inv.environ
 	cmd.SysProcAttr = serveChildSysProcAttr()
 	var out bytes.Buffer
 	var errOut strings.Builder

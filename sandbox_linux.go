@@ -76,9 +76,6 @@ func landlockRestrictSelf(rulesetFD int, flags uint) error {
 // BASHCALL_DISABLE_LANDLOCK=1 in bashcall's environment it reports none,
 // so that a host can see its fail-closed path on any kernel.
 func landlockABI() (int, error) {
-	if os.Getenv("BASHCALL_DISABLE_LANDLOCK") == "1" {
-		return 0, errNoLandlock
-	}
 	v, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if err != nil {
 		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
@@ -309,11 +306,9 @@ func addPathRule(rfd int, r landlockRule) error {
 
 // mountNamespace says how the launcher can get a private mount namespace:
 // as root with CAP_SYS_ADMIN, a plain one; otherwise a user namespace
-// when the kernel lets unprivileged users make one. With
-// BASHCALL_PROTECT=snapshot in bashcall's environment there is none, and
-// the snapshot mechanism protects the planted-code paths.
+// when the kernel lets unprivileged users make one.
 func mountNamespace() nsKind {
-	if os.Getenv("BASHCALL_PROTECT") == "snapshot" || !rootIsMount() {
+	if !rootIsMount() {
 		return nsNone
 	}
 	if hasCapability(unix.CAP_SYS_ADMIN) {
@@ -399,11 +394,21 @@ func prepareFork(ns nsKind) (undo func()) {
 	return func() { unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) }
 }
 
-// sandboxSupport is what this host can give a confined call.
-func sandboxSupport() support {
+// sandboxSupport is what this host can give a confined call, as
+// bashcall's environment (getenv) lets it: BASHCALL_PROTECT=snapshot gives
+// up the mount namespace for the snapshot mechanism, and
+// BASHCALL_DISABLE_LANDLOCK=1 makes the kernel look like one without
+// Landlock.
+func sandboxSupport(getenv func(string) string) support {
 	filter := seccompEnforced()
 	s := support{NS: mountNamespace(), Seccomp: filter, NetFilter: filter}
+	if getenv("BASHCALL_PROTECT") == "snapshot" {
+		s.NS = nsNone
+	}
 	s.ABI, s.ABIErr = landlockABI()
+	if getenv("BASHCALL_DISABLE_LANDLOCK") == "1" {
+		s.ABI, s.ABIErr = 0, errNoLandlock
+	}
 	if s.ABIErr == nil {
 		s.Errata = landlockErrataFixed()
 	}

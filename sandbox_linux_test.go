@@ -58,10 +58,10 @@ func TestLandlockErrataProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sandboxSupport().Errata; got != uint64(mask) {
-		t.Errorf("sandboxSupport().Errata = %#b, want the kernel's %#b", got, mask)
+	if got := sandboxSupport(os.Getenv).Errata; got != uint64(mask) {
+		t.Errorf("sandboxSupport(os.Getenv).Errata = %#b, want the kernel's %#b", got, mask)
 	}
-	t.Logf("errata fixed: %#b; missing: %v", mask, missingErrata(sandboxSupport().ABI, uint64(mask)))
+	t.Logf("errata fixed: %#b; missing: %v", mask, missingErrata(sandboxSupport(os.Getenv).ABI, uint64(mask)))
 }
 
 // sandboxCase runs a command in the workspace and checks its outcome.

@@ -47,7 +47,7 @@ func hardenProcess() error {
 func prepareFork(nsKind) (undo func()) { return func() {} }
 
 // sandboxSupport reports no sandbox at all.
-func sandboxSupport() support {
+func sandboxSupport(func(string) string) support {
 	abi, err := landlockABI()
 	return support{ABI: abi, ABIErr: err}
 }

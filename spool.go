@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,7 +49,7 @@ type spool struct {
 
 // runServe answers calls dropped into -spool DIR until SIGINT or SIGTERM,
 // or, with -once, until what was waiting is answered.
-func runServe(args []string, stdout, stderr io.Writer) error {
+func runServe(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("serve", stderr, &c)
 	dirFlag := fs.String("spool", "", "answer calls dropped into `DIR`")
@@ -60,7 +61,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if *dirFlag == "" {
 		return usageError{errors.New("serve: -spool DIR is required")}
 	}
-	inv, err := loadSettings(&c, true)
+	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func (s *spool) answer(f *os.File) []byte {
 	cmd := exec.Command(selfExe(), args...)
 	cmd.Args[0] = "bashcall"
 	cmd.Stdin = strings.NewReader(string(data))
-	cmd.Env = append(os.Environ(), "BASHCALL_SPOOL_DIR="+s.dir)
+	cmd.Env = append(slices.Clip(s.inv.environ), "BASHCALL_SPOOL_DIR="+s.dir)
 	cmd.SysProcAttr = serveChildSysProcAttr()
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &limitedWriter{w: &errOut, n: 4096}

@@ -22,6 +22,50 @@ func bare(t *testing.T, stdin string, args ...string) result {
 	return result{out.String(), errb.String(), c.ProcessState.ExitCode()}
 }
 
+// runInProcess calls run in this process with exactly environ.
+func runInProcess(t *testing.T, environ []string, stdin string, args ...string) result {
+	t.Helper()
+	testOnlyInProcess = true
+	t.Cleanup(func() { testOnlyInProcess = false })
+	var out, errb strings.Builder
+	err := run(args, environ, strings.NewReader(stdin), &out, &errb)
+	return result{out.String(), errb.String(), exitCode(err, &errb)}
+}
+
+// TestRunInProcess: run reads the environment it is given, not this
+// process's: the config and state dir named there are the ones used.
+func TestRunInProcess(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(config, []byte("[sandbox]\nmode = \"danger-full-access\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	t.Setenv("BASHCALL_CONFIG", filepath.Join(dir, "not-this.toml"))
+	t.Setenv("BASHCALL_STATE_DIR", filepath.Join(dir, "not-this-state"))
+	environ := []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "BASHCALL_CONFIG=" + config, "BASHCALL_STATE_DIR=" + state, "GREETING=from the given environment"}
+
+	r := runInProcess(t, environ, bashReq(`echo "$GREETING"`, ""), "-text")
+	if r.code != 0 || r.stdout != "from the given environment\n" {
+		t.Errorf("a call in-process: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runInProcess(t, environ, "", "mode", "-session", "A", "read-only"); r.code != 0 {
+		t.Fatalf("mode in-process: exit %d, %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(state, "sessions")); err != nil {
+		t.Errorf("the state dir of the given environment was not used: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "not-this-state")); err == nil {
+		t.Errorf("the process's BASHCALL_STATE_DIR was used")
+	}
+	if r := runInProcess(t, environ, "", "version"); r.code != 0 || !strings.Contains(r.stdout, config) {
+		t.Errorf("version in-process does not name the given config %q among the control paths: %q", config, r.stdout)
+	}
+	if r := runInProcess(t, append(environ, "BASHCALL_CONFIG="+filepath.Join(dir, "missing.toml")), "", "prompt"); r.code != 0 {
+		t.Errorf("the first BASHCALL_CONFIG of the environment is the one read, as with getenv: exit %d, %q", r.code, r.stderr)
+	}
+}
+
 // TestUnknownCommand: a word that is not a subcommand is named, once,
 // with a pointer to the usage, and nothing is read or run.
 func TestUnknownCommand(t *testing.T) {

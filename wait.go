@@ -28,7 +28,7 @@ type waitResult struct {
 
 // runWait blocks until a task of the session has a completion notice, or
 // -timeout passes (no -timeout: until one does), and prints the notices.
-func runWait(args []string, stdout, stderr io.Writer) error {
+func runWait(args, environ []string, stdout, stderr io.Writer) error {
 	var c commonFlags
 	fs := newFlagSet("wait", stderr, &c)
 	sessionFlag := fs.String("session", "", "the session `ID`")
@@ -47,7 +47,7 @@ func runWait(args []string, stdout, stderr io.Writer) error {
 		}
 		timeout = d
 	}
-	inv, err := loadSettings(&c, true)
+	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return err
 	}
