@@ -49,6 +49,7 @@ func benchBinary(b *testing.B) string {
 type benchEnv struct {
 	b                        *testing.B
 	bin, config, state, work string
+	env                      []string // added to the environment
 }
 
 func newBenchEnv(b *testing.B, config string) *benchEnv {
@@ -72,6 +73,7 @@ func (e *benchEnv) run(req string, args ...string) (string, *syscall.Rusage) {
 	}
 	c.Dir = e.work
 	c.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(e.work), "cache"))
+	c.Env = append(c.Env, e.env...)
 	c.Stdin = strings.NewReader(req)
 	out, err := c.Output()
 	if err != nil {
@@ -136,16 +138,19 @@ func buildFloor(b *testing.B) string {
 func BenchmarkCallOverhead(b *testing.B) {
 	full := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
 	boxed := newBenchEnv(b, "")
+	goLaunched := newBenchEnv(b, "")
+	goLaunched.env = []string{"BASHCALL_LAUNCHER=go"}
 	req := bashReq("true", "")
 	bwrap, _ := exec.LookPath("bwrap")
 	floor := buildFloor(b)
-	var tBash, tFloor, tFull, tBoxed, tBwrap time.Duration
+	var tBash, tFloor, tFull, tBoxed, tGoLaunched, tBwrap time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tBash += timeIt(func() { runCmd(b, "bash", "-c", "true") })
 		tFloor += timeIt(func() { runCmd(b, floor) })
 		tFull += timeIt(func() { full.run(req) })
 		tBoxed += timeIt(func() { boxed.run(req) })
+		tGoLaunched += timeIt(func() { goLaunched.run(req) })
 		if bwrap != "" {
 			tBwrap += timeIt(func() { runCmd(b, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "true") })
 		}
@@ -158,6 +163,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 	b.ReportMetric(ms(tBoxed, b.N), "sandboxed-ms/op")
 	b.ReportMetric(float64(tFull)/float64(tBash), "unconfined/bash")
 	b.ReportMetric(ms(tBoxed-tFull, b.N), "landlock-adds-ms")
+	b.ReportMetric(ms(tGoLaunched-tFull, b.N), "landlock-adds-go-launcher-ms")
 	if bwrap != "" {
 		b.ReportMetric(ms(tBwrap, b.N), "bwrap-ms/op")
 		b.ReportMetric(float64(tBoxed)/float64(tBwrap), "sandboxed/bwrap")

@@ -331,6 +331,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 		return err
 	}
 	if p.sandbox.confined() {
+		p.sandbox.GoLauncher = inv.getenv("BASHCALL_LAUNCHER") == "go"
 		p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace)
 		if err := p.sandbox.protect(sup.NS); err != nil {
 			return err
@@ -365,7 +366,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, Subreaper: true, Track: call.track,
+		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
 		WithoutNS: func() ([]string, error) { return p.sandbox.withoutNamespace(p.command) },
 	})
 	endProgress()

@@ -42,6 +42,9 @@ type runSpec struct {
 	Launcher bool
 	// NS is the launcher's private namespace, if any.
 	NS nsKind
+	// GoLauncher runs bashcall itself as the launcher even where the
+	// native one (nativelauncher_linux.go) could run.
+	GoLauncher bool
 	// WithoutNS re-plans the call without a namespace (snapshots instead)
 	// when creating one is refused; nil: fail.
 	WithoutNS func() ([]string, error)
@@ -156,11 +159,22 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 // spec.WithoutNS for the plan without one and starts that instead.
 func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 	for {
+		argv, files, native := nativeLaunch(spec)
+		if !native {
+			argv = spec.Argv
+		}
+		all := fds
+		for _, f := range files {
+			all = append(all[:len(all):len(all)], f.Fd())
+		}
 		undo := prepareFork(spec.NS)
-		pid, err := syscall.ForkExec(spec.Argv[0], spec.Argv, &syscall.ProcAttr{
-			Dir: spec.Dir, Env: spec.Env, Files: fds, Sys: launcherSysProcAttr(spec.NS, spec.FreezeLeader),
+		pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
+			Dir: spec.Dir, Env: spec.Env, Files: all, Sys: launcherSysProcAttr(spec.NS, spec.FreezeLeader),
 		})
 		undo()
+		for _, f := range files[:min(len(files), 2)] { // not the shared memfd
+			f.Close()
+		}
 		if err == nil || spec.NS == nsNone || spec.WithoutNS == nil || !namespaceRefused(err) {
 			return pid, err
 		}

@@ -60,6 +60,8 @@ Environment:
                                modes then fail closed)
     BASHCALL_PROTECT           =snapshot: protect git hooks and config by snapshot
                                and restore instead of a private mount namespace
+    BASHCALL_LAUNCHER          =go: confine commands with bashcall itself as the
+                               launcher instead of the native one
     BASHCALL_SPOOL_DIR         set by serve for the calls it runs (kept unwritable)
 Commands never see a BASHCALL_* variable: the environment scrub removes them.
 

@@ -254,22 +254,11 @@ func hasCapability(c int) bool {
 // restrictSelf sets no_new_privs and enforces the launch's ruleset on the
 // calling thread.
 func restrictSelf(s *launchSpec) error {
-	abi, err := landlockABI()
+	rfd, err := buildRuleset(s)
 	if err != nil {
 		return err
 	}
-	plan := planRuleset(s.writable, s.reads, s.netOff, abi, osListDir)
-	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), handledAccessNet: plan.HandledNet, scoped: plan.Scoped}
-	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
-	if err != nil {
-		return fmt.Errorf("landlock_create_ruleset: %w", err)
-	}
 	defer unix.Close(rfd)
-	for _, r := range plan.Rules {
-		if err := addPathRule(rfd, r); err != nil {
-			return err
-		}
-	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
@@ -277,6 +266,29 @@ func restrictSelf(s *launchSpec) error {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil
+}
+
+// buildRuleset creates the launch's Landlock ruleset and returns its
+// descriptor. It needs no particular thread or process: the native
+// launcher gets the ruleset bashcall built.
+func buildRuleset(s *launchSpec) (int, error) {
+	abi, err := landlockABI()
+	if err != nil {
+		return -1, err
+	}
+	plan := planRuleset(s.writable, s.reads, s.netOff, abi, osListDir)
+	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), handledAccessNet: plan.HandledNet, scoped: plan.Scoped}
+	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
+	if err != nil {
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	for _, r := range plan.Rules {
+		if err := addPathRule(rfd, r); err != nil {
+			unix.Close(rfd)
+			return -1, err
+		}
+	}
+	return rfd, nil
 }
 
 // addPathRule adds one rule. A writable path that does not exist grants

@@ -54,3 +54,6 @@ func sandboxSupport(func(string) string) support {
 
 // mountNSID has no namespace to name.
 func mountNSID() string { return "" }
+
+// nativeLaunch declines: there is no launcher here.
+func nativeLaunch(*runSpec) ([]string, []*os.File, bool) { return nil, nil, false }

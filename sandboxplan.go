@@ -20,8 +20,11 @@ type sandboxPlan struct {
 	NetOff   bool
 	Scope    bool // scope signals and abstract sockets
 	NS       nsKind
-	Guard    *gitGuard
-	Facts    sandboxFacts
+	// GoLauncher: bashcall itself is the launcher, not the native one
+	// (BASHCALL_LAUNCHER=go).
+	GoLauncher bool `json:",omitempty"`
+	Guard      *gitGuard
+	Facts      sandboxFacts
 	// Controls and Others feed the guard: control paths whose modes the
 	// snapshot mechanism puts back, other sessions' workspaces.
 	Controls []string `json:",omitempty"`

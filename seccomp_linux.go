@@ -123,22 +123,31 @@ func checkBody(c seccompCheck) []unix.SockFilter {
 // installSeccomp loads the filter on the calling thread, with the network
 // filter when netOff. no_new_privs must be set already.
 func installSeccomp(netOff bool) error {
-	arch, maxNr, checks := seccompArch()
-	if checks == nil {
-		if netOff {
-			return errors.New(`no seccomp filter for this architecture: network = "off" cannot be enforced`)
-		}
-		return nil // see seccompArch
+	prog, err := seccompProgram(netOff)
+	if err != nil || prog == nil {
+		return err
 	}
-	if netOff {
-		checks = append(checks, socketChecks()...)
-	}
-	prog := buildSeccomp(arch, maxNr, checks)
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_SECCOMP): %w", err)
 	}
 	return nil
+}
+
+// seccompProgram is the filter for a launch, nil where this architecture
+// has none (see seccompArch).
+func seccompProgram(netOff bool) ([]unix.SockFilter, error) {
+	arch, maxNr, checks := seccompArch()
+	if checks == nil {
+		if netOff {
+			return nil, errors.New(`no seccomp filter for this architecture: network = "off" cannot be enforced`)
+		}
+		return nil, nil
+	}
+	if netOff {
+		checks = append(checks, socketChecks()...)
+	}
+	return buildSeccomp(arch, maxNr, checks), nil
 }
 
 // seccompEnforced reports whether this architecture has a filter.

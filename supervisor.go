@@ -245,7 +245,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
 		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
-		Launcher: spec.Launcher, NS: spec.NS, Subreaper: true, FreezeLeader: true,
+		Launcher: spec.Launcher, NS: spec.NS, GoLauncher: spec.Plan != nil && spec.Plan.GoLauncher, Subreaper: true, FreezeLeader: true,
 		WithoutNS: func() ([]string, error) {
 			if spec.Plan == nil {
 				return nil, errors.New("no plan to start the task without a namespace")
