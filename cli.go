@@ -67,6 +67,7 @@ func runVersion(args, environ []string, stdout, stderr io.Writer) error {
 	for _, line := range sandboxSupport(getenvFrom(environ)).report() {
 		fmt.Fprintln(stdout, line)
 	}
+	fmt.Fprintln(stdout, launcherReport(getenvFrom(environ)))
 	if err := reexecCheck(); err != nil {
 		fmt.Fprintf(stdout, "re-execution: %v: confined calls and background tasks cannot start\n", err)
 	}

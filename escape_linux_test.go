@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,9 +342,17 @@ func TestVersionReport(t *testing.T) {
 	if os.Geteuid() == 0 && !strings.Contains(v, "\ncapabilities: all dropped (effective, permitted, inheritable, ambient, bounding); no_new_privs\n") {
 		t.Errorf("version as root:\n%s", v)
 	}
-	e.extraEnv = []string{"BASHCALL_PROTECT=snapshot"}
-	if v := e.run("", "version").stdout; !strings.Contains(v, "\nprotection: snapshot;") {
-		t.Errorf("version with the snapshot mechanism:\n%s", v)
+	native := fmt.Sprintf("\nlauncher: native (%d bytes, static, run from a sealed memfd)\n", len(nativeLauncherBytes))
+	if os.Getenv("BASHCALL_LAUNCHER") == "go" {
+		native = "\nlauncher: bashcall itself (BASHCALL_LAUNCHER=go)\n"
+	}
+	if (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") && !strings.Contains(v, native) {
+		t.Errorf("version lacks %q:\n%s", native, v)
+	}
+	e.extraEnv = []string{"BASHCALL_PROTECT=snapshot", "BASHCALL_LAUNCHER=go"}
+	v = e.run("", "version").stdout
+	if !strings.Contains(v, "\nprotection: snapshot;") || !strings.Contains(v, "\nlauncher: bashcall itself (BASHCALL_LAUNCHER=go)\n") {
+		t.Errorf("version with the snapshot mechanism and the Go launcher:\n%s", v)
 	}
 }
 

@@ -71,6 +71,17 @@ func makeNativeLauncher(b []byte) (*os.File, error) {
 	return f, nil
 }
 
+// launcherReport says which launcher confines a call here.
+func launcherReport(getenv func(string) string) string {
+	if getenv("BASHCALL_LAUNCHER") == "go" {
+		return "launcher: bashcall itself (BASHCALL_LAUNCHER=go)"
+	}
+	if _, err := nativeLauncher(); err != nil {
+		return fmt.Sprintf("launcher: bashcall itself (no native launcher: %v)", err)
+	}
+	return fmt.Sprintf("launcher: native (%d bytes, static, run from a sealed memfd)", len(nativeLauncherBytes))
+}
+
 // nativeLaunch readies spec's launch for the native launcher: the argv to
 // execute and the descriptors to add after the status pipe. It returns
 // ok false where the Go launcher is to run instead. A ruleset or program

@@ -57,3 +57,6 @@ func mountNSID() string { return "" }
 
 // nativeLaunch declines: there is no launcher here.
 func nativeLaunch(*runSpec) ([]string, []*os.File, bool) { return nil, nil, false }
+
+// launcherReport says there is no launcher.
+func launcherReport(func(string) string) string { return "launcher: none (only Linux confines calls)" }
