@@ -41,21 +41,24 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	inv, err := loadSettings(&c, environ, true)
-	if err != nil {
-		return answerFailure(stdin, stdout, *textFlag, err)
-	}
-	if inv.progress, err = openProgressFeed(*progressFlag); err != nil {
-		return usageError{err}
-	}
 	if f, ok := stdin.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			fmt.Fprintln(stderr, "bashcall: reading one call (JSON) from the terminal; end it with Ctrl-D, or see bashcall -h")
 		}
 	}
-	data, err := readRequest(stdin)
+	// The request first, the settings after: a server's warm child
+	// (warm.go), started before its call, sees the config as it is when
+	// the call comes.
+	data, rerr := readRequest(stdin)
+	inv, err := loadSettings(&c, environ, true)
+	if err != nil {
+		return answerFailure(data, rerr, stdout, *textFlag, err)
+	}
+	if inv.progress, err = openProgressFeed(*progressFlag); err != nil {
+		return usageError{err}
+	}
 	var req *request
-	if err == nil {
+	if err = rerr; err == nil {
 		req, err = parseRequest(data)
 	}
 	var ir *invalidRequest
@@ -79,8 +82,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 // answerFailure answers a call that bashcall cannot serve at all (a bad
 // config, a refused state dir) with an error response, so that a host can
 // always parse stdout, and returns err for the exit status and stderr.
-func answerFailure(stdin io.Reader, stdout io.Writer, textOnly bool, err error) error {
-	data, rerr := readRequest(stdin)
+func answerFailure(data []byte, rerr error, stdout io.Writer, textOnly bool, err error) error {
 	if rerr != nil || len(bytes.TrimSpace(data)) == 0 {
 		return err
 	}

@@ -37,7 +37,8 @@ var mcpVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05
 type mcpServer struct {
 	inv     *invocation
 	stderr  io.Writer
-	session session // the connection's own session
+	pool    *warmPool // bashcall processes started ahead of their calls
+	session session   // the connection's own session
 	tools   json.RawMessage
 	names   []string // the listed tool names
 
@@ -82,6 +83,9 @@ func runMCP(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) e
 	for _, d := range tools(&inv.cfg) {
 		s.names = append(s.names, d.name)
 	}
+	s.pool = newWarmPool(1, func() (*warmChild, error) { return startChild(s.childArgs(), s.inv.environ, s.stderr, nil) })
+	defer s.pool.close()
+	s.pool.refill()
 	return s.serve(stdin)
 }
 

@@ -532,6 +532,9 @@ func TestMCPEndOfInput(t *testing.T) {
 		if len(rest) != 1 || decodeToolResult(t, rest[0]).Content[0].Text != "Error: command aborted" {
 			t.Errorf("%s: after the end: %+v", how, rest)
 		}
+		if left := callProcesses(e.stateDir); len(left) > 0 {
+			t.Errorf("%s: bashcall processes of the server outlived it (its warm child?): %v", how, left)
+		}
 	}
 }
 

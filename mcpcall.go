@@ -17,10 +17,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -242,46 +240,40 @@ func (c *mcpCall) execute(approval string) *childResponse {
 		req["approval"], _ = json.Marshal(approval)
 	}
 	data, _ := json.Marshal(req)
-	args := []string{"-state-dir", c.s.inv.stateDir}
-	if c.s.inv.cfg.path != "" {
-		args = append(args, "-config", c.s.inv.cfg.path)
-	}
-	var feedR, feedW *os.File
-	if c.token != nil {
-		var err error
+	var child *warmChild
+	var feedR *os.File
+	var err error
+	if c.token == nil {
+		child, err = c.s.pool.take()
+	} else {
+		// A call that wants progress gets a process of its own with the
+		// feed's pipe as descriptor 3.
+		var feedW *os.File
 		if feedR, feedW, err = os.Pipe(); err != nil {
 			return childFailure(fmt.Errorf("creating the progress pipe: %w", err))
 		}
 		defer feedR.Close()
-		args = append(args, "-progress-fd", "3")
-	}
-	cmd := exec.Command(selfExe(), args...)
-	cmd.Args[0] = "bashcall"
-	cmd.Stdin = bytes.NewReader(data)
-	cmd.Env = c.s.inv.environ
-	cmd.SysProcAttr = serveChildSysProcAttr()
-	var out bytes.Buffer
-	var errOut strings.Builder
-	cmd.Stdout = &out
-	cmd.Stderr = io.MultiWriter(c.s.stderr, &limitedWriter{w: &errOut, n: 4096})
-	if feedW != nil {
-		cmd.ExtraFiles = []*os.File{feedW}
-	}
-	err := c.start(cmd)
-	if feedW != nil {
+		child, err = startChild(append(c.s.childArgs(), "-progress-fd", "3"), c.s.inv.environ, c.s.stderr, []*os.File{feedW})
 		feedW.Close()
 	}
 	if err != nil {
+		return childFailure(fmt.Errorf("starting bashcall: %w", err))
+	}
+	if err := c.begin(child); err != nil {
+		child.discard()
 		return childFailure(err)
 	}
 	var relayed <-chan struct{}
 	if feedR != nil {
 		relayed = c.relay(feedR)
 	}
-	werr := cmd.Wait()
+	child.ask(data)
 	c.mu.Lock()
 	c.proc = nil
 	c.mu.Unlock()
+	if feedR == nil {
+		c.s.pool.refill()
+	}
 	if relayed != nil {
 		// Only the process held the pipe's other end; the bound is for
 		// the unforeseen.
@@ -292,22 +284,28 @@ func (c *mcpCall) execute(approval string) *childResponse {
 			<-relayed
 		}
 	}
-	return parseChild(out.Bytes(), werr, errOut.String())
+	return parseChild(child.stdout.Bytes(), child.waitErr, child.errText.String())
 }
 
-// start starts the process unless the call was aborted meanwhile.
-func (c *mcpCall) start(cmd *exec.Cmd) error {
+// begin gives the call its process, unless the call was aborted meanwhile.
+func (c *mcpCall) begin(child *warmChild) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		return errAborted()
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting bashcall: %w", err)
-	}
 	c.base = c.sent
-	c.proc = cmd.Process
+	c.proc = child.cmd.Process
 	return nil
+}
+
+// childArgs are the arguments of a call's bashcall process.
+func (s *mcpServer) childArgs() []string {
+	args := []string{"-state-dir", s.inv.stateDir}
+	if s.inv.cfg.path != "" {
+		args = append(args, "-config", s.inv.cfg.path)
+	}
+	return args
 }
 
 // parseChild reads a response line; anything else becomes an internal

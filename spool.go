@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -41,6 +40,7 @@ type spool struct {
 	mu       sync.Mutex
 	inflight map[string]bool
 	children map[*os.Process]bool
+	pool     *warmPool // bashcall processes started ahead of their calls
 	stopping bool
 	wg       sync.WaitGroup
 	pending  sync.WaitGroup // responses waiting to be written
@@ -76,6 +76,13 @@ func runServe(args, environ []string, stdout, stderr io.Writer) error {
 	if s.dir, err = prepareSpool(*dirFlag); err != nil {
 		return err
 	}
+	warm := s.workers
+	if *onceFlag {
+		warm = 0 // no call after these: none to start ahead
+	}
+	s.pool = newWarmPool(warm, s.startChild)
+	defer s.pool.close()
+	s.pool.refill()
 	return s.serve(*onceFlag)
 }
 
@@ -257,34 +264,35 @@ func (s *spool) answer(f *os.File) []byte {
 	if err != nil {
 		return errorLine(nil, &invalidRequest{why: "reading the call: " + err.Error()})
 	}
-	args := []string{"-state-dir", s.inv.stateDir}
-	if s.cfgPath != "" {
-		args = append(args, "-config", s.cfgPath)
-	}
-	cmd := exec.Command(selfExe(), args...)
-	cmd.Args[0] = "bashcall"
-	cmd.Stdin = strings.NewReader(string(data))
-	cmd.Env = append(slices.Clip(s.inv.environ), "BASHCALL_SPOOL_DIR="+s.dir)
-	cmd.SysProcAttr = serveChildSysProcAttr()
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &limitedWriter{w: &errOut, n: 4096}
-	if err := cmd.Start(); err != nil {
+	c, err := s.pool.take()
+	if err != nil {
 		if rerr := reexecCheck(); rerr != nil {
 			err = rerr
 		}
 		return errorLine(nil, fmt.Errorf("starting bashcall: %w", err))
 	}
 	s.mu.Lock()
-	s.children[cmd.Process] = true
+	s.children[c.cmd.Process] = true
 	s.mu.Unlock()
-	err = cmd.Wait()
+	c.ask(data)
 	s.mu.Lock()
-	delete(s.children, cmd.Process)
+	delete(s.children, c.cmd.Process)
 	s.mu.Unlock()
-	if line := out.String(); strings.HasPrefix(line, "{") && strings.HasSuffix(line, "}\n") {
+	s.pool.refill()
+	if line := c.stdout.String(); strings.HasPrefix(line, "{") && strings.HasSuffix(line, "}\n") {
 		return []byte(line)
 	}
-	return errorLine(requestID(data), fmt.Errorf("bashcall failed (%v): %s", err, strings.TrimSpace(errOut.String())))
+	return errorLine(requestID(data), fmt.Errorf("bashcall failed (%v): %s", c.waitErr, strings.TrimSpace(c.errText.String())))
+}
+
+// startChild starts the bashcall process of one call, which waits for
+// its request.
+func (s *spool) startChild() (*warmChild, error) {
+	args := []string{"-state-dir", s.inv.stateDir}
+	if s.cfgPath != "" {
+		args = append(args, "-config", s.cfgPath)
+	}
+	return startChild(args, append(slices.Clip(s.inv.environ), "BASHCALL_SPOOL_DIR="+s.dir), nil, nil)
 }
 
 // responseName is NAME.json for NAME or NAME.json.

@@ -477,3 +477,72 @@ func TestSpoolStopUnanswered(t *testing.T) {
 		t.Errorf("cur/ still holds %d entries", len(left))
 	}
 }
+
+// TestSpoolWarmChild: serve starts the bashcall process of its next call
+// ahead of it. That child sees the config as it is when the call comes,
+// one killed while waiting is replaced, and none is left when serve stops.
+func TestSpoolWarmChild(t *testing.T) {
+	e := newTestEnv(t, "[env]\nset = { WHICH = \"before\" }\n")
+	dir := filepath.Join(e.dir, "spool")
+	s := e.serve(dir, "-workers", "1")
+	var warm string
+	waitFor(t, 10*time.Second, "a warm child", func() bool {
+		kids := childrenOf(s.cmd.Process.Pid)
+		if len(kids) == 1 {
+			warm = kids[0]
+		}
+		return warm != ""
+	})
+	time.Sleep(200 * time.Millisecond) // well into its wait for a request
+	if err := os.WriteFile(e.config, []byte("[sandbox]\nmode = \"danger-full-access\"\n[env]\nset = { WHICH = \"after\" }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	drop(t, dir, "a.json", bashReq(`echo "$WHICH $PPID"`, ""))
+	if got := awaitResponse(t, dir, "a.json").text(); !strings.HasPrefix(got, "after ") {
+		t.Errorf("the warm child ran the call with the config of its start: %q", got)
+	}
+	var next string
+	waitFor(t, 10*time.Second, "the next warm child", func() bool {
+		kids := childrenOf(s.cmd.Process.Pid)
+		if len(kids) == 1 && kids[0] != warm {
+			next = kids[0]
+		}
+		return next != ""
+	})
+	// A child that dies while it waits (not at the moment it is handed
+	// its call, which is a call lost as with any killed bashcall).
+	pid, _ := strconv.Atoi(next)
+	start, _ := procStartTime(pid)
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, 10*time.Second, "the killed child's end", func() bool { return !processAlive(pid, start) })
+	drop(t, dir, "b.json", bashReq("echo answered", ""))
+	if got := awaitResponse(t, dir, "b.json").text(); got != "answered\n" {
+		t.Errorf("after its warm child was killed: %q", got)
+	}
+	waitFor(t, 10*time.Second, "a warm child again", func() bool { return len(childrenOf(s.cmd.Process.Pid)) == 1 })
+	last, _ := strconv.Atoi(childrenOf(s.cmd.Process.Pid)[0])
+	if err := s.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("serve: %v\n%s", err, s.stderr)
+	}
+	if syscall.Kill(last, 0) == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", last)); !strings.Contains(string(b), ") Z") {
+			t.Errorf("the waiting child %d outlived serve: %s", last, b)
+		}
+	}
+	if left := callProcesses(e.stateDir); len(left) > 0 {
+		t.Errorf("bashcall processes of serve outlived it: %v", left)
+	}
+}
+
+// callProcesses lists the live bashcall processes that answer calls in
+// stateDir (what serve and mcp start), as "pid cmdline".
+func callProcesses(stateDir string) []string {
+	var found []string
+	for pid, s := range scanProcs() {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if !s.zombie && strings.HasPrefix(string(cmd), "bashcall\x00-state-dir\x00"+stateDir+"\x00") {
+			found = append(found, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
+		}
+	}
+	return found
+}

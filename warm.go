@@ -1,0 +1,174 @@
+package main
+
+// Warm children for the long-lived servers (serve, mcp). Each call a
+// server answers runs in a bashcall process of its own, which owns the
+// call's process tree (subreaper, kill ladder) and whose crash loses that
+// call alone. Starting that process costs a Go start. A warm child is
+// started ahead of its call (after the server's previous call is
+// answered, while it waits for the next) and blocks reading its request,
+// so that the call does not wait for the start. It is the process a cold
+// start would give, with the same arguments and environment; it reads its
+// request before it loads the config (runCall), so that an edit of the
+// config made after its start holds for its call. An idle child has
+// started nothing: the server kills it when it stops.
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+)
+
+// warmChild is a bashcall process waiting for its request on stdin.
+type warmChild struct {
+	cmd     *exec.Cmd
+	stdin   *os.File     // the write end of its stdin
+	stdout  bytes.Buffer // its response, once it exited
+	stderr  limitedWriter
+	errText bytes.Buffer
+	exited  chan struct{} // closed once it exited and its output is in
+	waitErr error
+	start   uint64 // its start time, to tell it from a reused pid
+}
+
+// startChild starts bashcall with args and environ, its stderr to errOut
+// (and a bounded copy kept), and extra descriptors from 3 on.
+func startChild(args, environ []string, errOut io.Writer, extra []*os.File) (*warmChild, error) {
+	c := &warmChild{cmd: exec.Command(selfExe(), args...), exited: make(chan struct{})}
+	c.stderr = limitedWriter{w: &c.errText, n: 4096}
+	c.cmd.Args[0] = "bashcall"
+	c.cmd.Env = environ
+	c.cmd.SysProcAttr = serveChildSysProcAttr()
+	c.cmd.Stdout = &c.stdout
+	c.cmd.Stderr = &c.stderr
+	if errOut != nil {
+		c.cmd.Stderr = io.MultiWriter(errOut, &c.stderr)
+	}
+	c.cmd.ExtraFiles = extra
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	c.cmd.Stdin, c.stdin = r, w
+	err = c.cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	c.start, _ = procStartTime(c.cmd.Process.Pid)
+	go func() {
+		c.waitErr = c.cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// ask hands the child its request and returns once it exited.
+func (c *warmChild) ask(request []byte) {
+	c.stdin.Write(request) // a child that died early shows in its exit
+	c.stdin.Close()
+	<-c.exited
+}
+
+// alive reports whether the child still waits: not reaped, and not dead
+// waiting to be (a child killed a moment ago is a zombie before Wait sees
+// it).
+func (c *warmChild) alive() bool {
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return processAlive(c.cmd.Process.Pid, c.start)
+	}
+}
+
+// discard stops a child that never got a request.
+func (c *warmChild) discard() {
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	c.stdin.Close()
+	<-c.exited
+}
+
+// warmPool keeps up to want children started ahead of their calls.
+type warmPool struct {
+	start func() (*warmChild, error)
+	want  int
+
+	mu       sync.Mutex
+	changed  sync.Cond // signalled when a child joins idle or a start ends
+	idle     []*warmChild
+	spawning sync.WaitGroup
+	pending  int
+	closed   bool
+}
+
+// newWarmPool keeps want children from start waiting.
+func newWarmPool(want int, start func() (*warmChild, error)) *warmPool {
+	p := &warmPool{start: start, want: want}
+	p.changed.L = &p.mu
+	return p
+}
+
+// take returns a waiting child: a warm one, or the one being started (it
+// is further along than a new one would be), else one started now.
+func (p *warmPool) take() (*warmChild, error) {
+	p.mu.Lock()
+	for {
+		for len(p.idle) > 0 {
+			c := p.idle[0]
+			p.idle = p.idle[1:]
+			if c.alive() {
+				p.mu.Unlock()
+				return c, nil
+			}
+			go c.discard()
+		}
+		if p.pending == 0 || p.closed {
+			break
+		}
+		p.changed.Wait()
+	}
+	p.mu.Unlock()
+	return p.start()
+}
+
+// refill starts children in the background until want of them wait.
+func (p *warmPool) refill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ; !p.closed && len(p.idle)+p.pending < p.want; p.pending++ {
+		p.spawning.Add(1)
+		go func() {
+			defer p.spawning.Done()
+			c, err := p.start()
+			p.mu.Lock()
+			p.pending--
+			keep := err == nil && !p.closed
+			if keep {
+				p.idle = append(p.idle, c)
+			}
+			p.changed.Broadcast()
+			p.mu.Unlock()
+			if err == nil && !keep {
+				c.discard()
+			}
+		}()
+	}
+}
+
+// close stops every waiting child and starts no more.
+func (p *warmPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.changed.Broadcast()
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.discard()
+	}
+	p.spawning.Wait()
+}
