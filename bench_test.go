@@ -7,8 +7,10 @@ package main
 //	go test -run '^$' -bench . -benchtime 200x
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,6 +380,84 @@ func BenchmarkGitGuard(b *testing.B) {
 				entries = len(g.Entries)
 			}
 			b.ReportMetric(float64(entries), "entries")
+		})
+	}
+}
+
+// BenchmarkServerLatency: one call of true at a time through a running
+// serve (one worker) and a running bashcall mcp, against bash -c true and
+// a one-shot call on stdin, interleaved; unconfined and sandboxed.
+func BenchmarkServerLatency(b *testing.B) {
+	for _, mode := range []struct{ name, config string }{
+		{"unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"},
+		{"sandboxed", ""},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			if mode.config == "" && sandboxSupport(os.Getenv).ABIErr != nil {
+				b.Skip("needs Landlock")
+			}
+			e := newBenchEnv(b, mode.config)
+			req := bashReq("true", "")
+			spool := filepath.Join(e.work, "spool")
+			serve := exec.Command(e.bin, "serve", "-config", e.config, "-state-dir", e.state, "-spool", spool, "-workers", "1")
+			serve.Dir = e.work
+			if err := serve.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+			mcp := exec.Command(e.bin, "mcp", "-config", e.config, "-state-dir", e.state, "-workspace", e.work)
+			in, _ := mcp.StdinPipe()
+			outPipe, _ := mcp.StdoutPipe()
+			if err := mcp.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { in.Close(); mcp.Wait() }()
+			out := bufio.NewReader(outPipe)
+			rpc := func(line string) {
+				io.WriteString(in, line+"\n")
+				if _, err := out.ReadString('\n'); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rpc(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+			io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+			for {
+				if _, err := os.Stat(filepath.Join(spool, "out")); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // both servers' first processes start
+			var tBash, tStdin, tSpool, tMCP time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tBash += timeIt(func() { runCmd(b, "bash", "-c", "true") })
+				tStdin += timeIt(func() { e.run(req) })
+				name := fmt.Sprintf("c%d.json", i)
+				tSpool += timeIt(func() {
+					os.WriteFile(filepath.Join(spool, "tmp", name), []byte(req), 0o600)
+					os.Rename(filepath.Join(spool, "tmp", name), filepath.Join(spool, "new", name))
+					for {
+						if _, err := os.Stat(filepath.Join(spool, "out", name)); err == nil {
+							return
+						}
+						time.Sleep(100 * time.Microsecond)
+					}
+				})
+				tMCP += timeIt(func() {
+					rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","description":"bench"}}}`, i+1))
+				})
+				time.Sleep(30 * time.Millisecond) // a call at a time: the servers' next processes start
+			}
+			b.StopTimer()
+			b.ReportMetric(ms(tBash, b.N), "bash-ms/op")
+			b.ReportMetric(ms(tStdin, b.N), "stdin-ms/op")
+			b.ReportMetric(ms(tSpool, b.N), "spool-ms/op")
+			b.ReportMetric(ms(tMCP, b.N), "mcp-ms/op")
+			b.ReportMetric(float64(tStdin)/float64(tBash), "stdin/bash")
+			b.ReportMetric(float64(tSpool)/float64(tBash), "spool/bash")
+			b.ReportMetric(float64(tMCP)/float64(tBash), "mcp/bash")
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }

@@ -1,10 +1,10 @@
 package main
 
-// Landlock through raw system calls, and the launcher: a re-executed
-// bashcall that confines itself and execs the shell, so that the long-lived
-// bashcall process is never restricted.
-//
-// Kernel documentation: https://docs.kernel.org/userspace-api/landlock.html
+// The Go launcher (bashcall re-executed as "__launch"), which confines
+// itself and execs the shell so that the long-lived bashcall process is
+// never restricted, and what this host can give a confined call. The
+// native launcher (nativelauncher_linux.go) takes the same arguments and
+// steps; Landlock itself is landlock_linux.go.
 
 import (
 	"errors"
@@ -14,87 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// rulesetAttr mirrors struct landlock_ruleset_attr up to ABI 7.
-type rulesetAttr struct {
-	handledAccessFS  uint64
-	handledAccessNet uint64
-	scoped           uint64
-}
-
-// size is how much of the struct the kernel of this ABI knows: older
-// kernels reject a larger struct whose extra fields are not zero.
-func (a *rulesetAttr) size(abi int) uintptr {
-	switch {
-	case abi >= 6:
-		return 24
-	case abi >= 4:
-		return 16
-	}
-	return 8
-}
-
-// pathBeneathAttr mirrors struct landlock_path_beneath_attr, which the
-// kernel declares packed.
-type pathBeneathAttr struct {
-	allowedAccess uint64
-	parentFD      int32
-}
-
-// landlockCreateRuleset wraps landlock_create_ruleset(2).
-func landlockCreateRuleset(attr *rulesetAttr, size uintptr, flags uint) (int, error) {
-	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(attr)), size, uintptr(flags))
-	if errno != 0 {
-		return -1, errno
-	}
-	return int(fd), nil
-}
-
-// landlockAddRule wraps landlock_add_rule(2) for LANDLOCK_RULE_PATH_BENEATH.
-func landlockAddRule(rulesetFD int, attr *pathBeneathAttr) error {
-	_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFD), unix.LANDLOCK_RULE_PATH_BENEATH, uintptr(unsafe.Pointer(attr)), 0, 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-// landlockRestrictSelf wraps landlock_restrict_self(2).
-func landlockRestrictSelf(rulesetFD int, flags uint) error {
-	_, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), uintptr(flags), 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-// landlockABI probes the kernel's Landlock ABI version. With
-// BASHCALL_DISABLE_LANDLOCK=1 in bashcall's environment it reports none,
-// so that a host can see its fail-closed path on any kernel.
-func landlockABI() (int, error) {
-	v, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	if err != nil {
-		if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
-			return 0, errNoLandlock
-		}
-		return 0, fmt.Errorf("probing landlock: %w", err)
-	}
-	return v, nil
-}
-
-// landlockErrataFixed is the kernel's mask of fixed Landlock errata; a
-// kernel that predates the query (EINVAL) has fixed none that it knows.
-func landlockErrataFixed() uint64 {
-	mask, err := landlockCreateRuleset(nil, 0, unix.LANDLOCK_CREATE_RULESET_ERRATA)
-	if err != nil {
-		return 0
-	}
-	return uint64(mask)
-}
 
 // launchSpec is what the launcher is told on its command line.
 type launchSpec struct {
@@ -264,54 +186,6 @@ func restrictSelf(s *launchSpec) error {
 	}
 	if err := landlockRestrictSelf(rfd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
-	}
-	return nil
-}
-
-// buildRuleset creates the launch's Landlock ruleset and returns its
-// descriptor. It needs no particular thread or process: the native
-// launcher gets the ruleset bashcall built.
-func buildRuleset(s *launchSpec) (int, error) {
-	abi, err := landlockABI()
-	if err != nil {
-		return -1, err
-	}
-	plan := planRuleset(s.writable, s.reads, s.netOff, abi, osListDir)
-	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), handledAccessNet: plan.HandledNet, scoped: plan.Scoped}
-	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
-	if err != nil {
-		return -1, fmt.Errorf("landlock_create_ruleset: %w", err)
-	}
-	for _, r := range plan.Rules {
-		if err := addPathRule(rfd, r); err != nil {
-			unix.Close(rfd)
-			return -1, err
-		}
-	}
-	return rfd, nil
-}
-
-// addPathRule adds one rule. A writable path that does not exist grants
-// nothing and is skipped; "/" must exist. The paths arrive canonical, so
-// they are opened without following any symlink: one swapped in since
-// bashcall checked the path (by a command of another call, in /tmp say)
-// fails the launcher instead of widening the sandbox.
-func addPathRule(rfd int, r landlockRule) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, r.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) && r.Path != "/" {
-			return nil
-		}
-		return fmt.Errorf("opening rule path %q: %w", r.Path, err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat of rule path %q: %w", r.Path, err)
-	}
-	attr := pathBeneathAttr{allowedAccess: uint64(ruleAccess(r.Access, st.Mode&unix.S_IFMT == unix.S_IFDIR)), parentFD: int32(fd)}
-	if err := landlockAddRule(rfd, &attr); err != nil {
-		return fmt.Errorf("landlock_add_rule %q: %w", r.Path, err)
 	}
 	return nil
 }
