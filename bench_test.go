@@ -447,7 +447,7 @@ func BenchmarkServerLatency(b *testing.B) {
 				tMCP += timeIt(func() {
 					rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","description":"bench"}}}`, i+1))
 				})
-				time.Sleep(30 * time.Millisecond) // a call at a time: the servers' next processes start
+				time.Sleep(50 * time.Millisecond) // a call at a time: the servers' next processes start
 			}
 			b.StopTimer()
 			b.ReportMetric(ms(tBash, b.N), "bash-ms/op")
