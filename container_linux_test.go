@@ -67,7 +67,7 @@ func TestNoProc(t *testing.T) {
 		t.Errorf("background start: %q, structured %s", bg.text(), bg.StructuredContent)
 	}
 	out := e.call(outputReq("bash-1", "A", ""))
-	if !strings.Contains(out.text(), noProcReason) || !strings.HasSuffix(out.text(), "[status: killed]") {
+	if !strings.Contains(out.text(), noProcReason) || !strings.HasSuffix(out.text(), statusLine(taskStatus{State: stateKilled})) {
 		t.Errorf("a later read of the task: %q", out.text())
 	}
 	if r := e.call(sessionReq("bash_list", "{}", "A")); len(r.Notices) != 0 {

@@ -30,7 +30,7 @@ func (e *testEnv) checkFailedStart(resp *response, err error, reason string) {
 		e.t.Fatalf("start: %v (structured %+v), want the tool error %q", err, resp.StructuredContent, want)
 	}
 	out := e.call(outputReq("bash-1", "A", ""))
-	if !strings.Contains(out.text(), reason) || !strings.HasSuffix(out.text(), "[status: killed]") {
+	if !strings.Contains(out.text(), reason) || !strings.HasSuffix(out.text(), statusLine(taskStatus{State: stateKilled})) {
 		e.t.Errorf("a later read: %q, want the reason %q and the killed status", out.text(), reason)
 	}
 	var f taskFinal

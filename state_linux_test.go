@@ -72,7 +72,7 @@ func TestFullStateDisk(t *testing.T) {
 	id := e.start("printf start; until [ -e go ]; do sleep 0.01; done; seq 1 100000; until [ -e go2 ]; do sleep 0.01; done", "A")
 	tail := filepath.Join(e.stateDir, "tasks", id, "stdout.tail")
 	waitFor(t, 10*time.Second, "the first output", func() bool { return tailTotal(tail) == 5 })
-	if got := e.call(outputReq(id, "A", "")).text(); got != "start\n[status: running]" {
+	if got := e.call(outputReq(id, "A", "")).text(); got != "start\n"+statusLine(taskStatus{State: stateRunning}) {
 		t.Errorf("first read = %q", got)
 	}
 	fill(t, filepath.Join(e.stateDir, "filler-1"))
@@ -92,7 +92,7 @@ func TestFullStateDisk(t *testing.T) {
 		t.Errorf("stdout is not the last 64000 bytes of the output: %d bytes, %d NUL, ends %q",
 			len(got.Stdout), strings.Count(got.Stdout, "\x00"), got.Stdout[max(0, len(got.Stdout)-20):])
 	}
-	if text := r.text(); !strings.HasSuffix(text, "\n[some output was dropped from memory; full output: (unavailable)]\n[status: completed, exit code: 0]") {
+	if text := r.text(); !strings.HasSuffix(text, "\n[some output was dropped from memory; full output: (unavailable)]\n"+statusLine(taskStatus{State: stateCompleted})) {
 		t.Errorf("read = ...%q", text[max(0, len(text)-200):])
 	}
 	if got := e.call(bashReq("echo still runs", "")).text(); got != "still runs\n" {
@@ -122,11 +122,11 @@ func TestStatusRetry(t *testing.T) {
 	if fileExists(filepath.Join(dir, "status.json")) {
 		t.Fatal("a status was written on a full disk without its reserve")
 	}
-	if got := e.call(outputReq(id, "A", "")).text(); got != "done\n[status: running]" {
+	if got := e.call(outputReq(id, "A", "")).text(); got != "done\n"+statusLine(taskStatus{State: stateRunning}) {
 		t.Errorf("read while the status waits for room = %q", got)
 	}
 	os.Remove(filler)
-	if got := e.call(outputReq(id, "A", `"wait":true,"timeout_ms":10000`)).text(); got != "(no new output)\n[status: completed, exit code: 0]" {
+	if got := e.call(outputReq(id, "A", `"wait":true,"timeout_ms":10000`)).text(); got != textNoNewOutput+"\n"+statusLine(taskStatus{State: stateCompleted}) {
 		t.Errorf("read once there is room = %q", got)
 	}
 }
