@@ -15,6 +15,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,11 +33,10 @@ func confineMounts(writable, pins, protected []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
-	var dirs []string
-	var trees []int
+	var clones []clone
 	defer func() {
-		for _, tree := range trees {
-			unix.Close(tree)
+		for _, c := range clones {
+			unix.Close(c.tree)
 		}
 	}()
 	for _, w := range writable {
@@ -51,7 +51,7 @@ func confineMounts(writable, pins, protected []string) error {
 		if err == nil && dir {
 			var tree int
 			if tree, err = cloneTree(fd, w, false); err == nil {
-				dirs, trees = append(dirs, w), append(trees, tree)
+				clones = append(clones, clone{w, tree})
 			}
 		}
 		unix.Close(fd)
@@ -63,18 +63,22 @@ func confineMounts(writable, pins, protected []string) error {
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("making every mount read-only: %w", err)
 	}
-	// Opened again, in order: a writable directory inside another one is
-	// reached through the clone attached before it.
-	for i, w := range dirs {
-		fd, err := openNoSymlinks(w)
+	// Shorter paths first, so that a directory's clone goes on before the
+	// clones of the directories inside it, which it would hide; each is
+	// opened again, through the clones attached before it.
+	slices.SortStableFunc(clones, func(a, b clone) int { return len(a.path) - len(b.path) })
+	var dirs []string
+	for _, c := range clones {
+		fd, err := openNoSymlinks(c.path)
 		if err != nil {
 			return err
 		}
-		err = attach(trees[i], fd, w)
+		err = attach(c.tree, fd, c.path)
 		unix.Close(fd)
 		if err != nil {
 			return err
 		}
+		dirs = append(dirs, c.path)
 	}
 	if err := bindEach(pins, dirs, false); err != nil {
 		return err
@@ -92,6 +96,13 @@ func confineMounts(writable, pins, protected []string) error {
 		return fmt.Errorf("chdir %q: %w", wd, err)
 	}
 	return nil
+}
+
+// clone is a writable directory's tree of mounts, cloned before every
+// mount turned read-only.
+type clone struct {
+	path string
+	tree int
 }
 
 // bindEach binds each path that lies in one of dirs onto itself; the

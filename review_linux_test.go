@@ -209,3 +209,48 @@ echo "tried $n"`, e.stateDir, s.cmd.Process.Pid, shellQuote(planted))
 		})
 	}
 }
+
+// TestNestedWritableDirs: a workspace inside a writable root (listed
+// after it) and a writable root inside the workspace stay writable, cannot
+// be renamed away, and keep their git hooks read-only, whichever of the
+// two is bound first. As root and as an unprivileged user.
+func TestNestedWritableDirs(t *testing.T) {
+	requireABI(t, 1)
+	for _, user := range []string{"root", "nobody"} {
+		for _, l := range launcherEnvs {
+			t.Run(user+"/"+l.name, func(t *testing.T) {
+				if user == "root" && os.Geteuid() != 0 {
+					t.Skip("needs root")
+				}
+				e := newConfinedEnv(t, "")
+				outer := filepath.Join(e.dir, "outer")
+				ws := filepath.Join(outer, "proj")
+				inner := filepath.Join(ws, "sub")
+				for _, d := range []string{inner, filepath.Join(ws, ".git", "hooks")} {
+					if err := os.MkdirAll(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				gitRun(t, ws, "init", "-q")
+				os.WriteFile(e.config, []byte(fmt.Sprintf("[sandbox]\nwritable_roots = [%s, %s]\n", jsonString(inner), jsonString(outer))), 0o600)
+				if user == "nobody" {
+					e.asNobody()
+				}
+				e.extraEnv = l.env
+				script := fmt.Sprintf(`echo a > %[1]s/a && echo b > %[2]s/b && echo c > %[3]s/c && cat %[1]s/a %[2]s/b %[3]s/c
+mv %[2]s %[2]s.moved && echo "REACHED: moved the workspace"
+mv %[3]s %[3]s.moved && echo "REACHED: moved the inner root"
+echo evil > %[2]s/.git/hooks/pre-commit && echo "REACHED: planted a hook"
+true`, shellQuote(outer), shellQuote(ws), shellQuote(inner))
+				r := e.call(sessionCall(script, "S", ws, ""))
+				text := r.text()
+				if !strings.HasPrefix(text, "a\nb\nc\n") || strings.Contains(text, "REACHED") {
+					t.Errorf("nested writable directories:\n%s", text)
+				}
+				if _, err := os.Stat(filepath.Join(ws, ".git", "hooks", "pre-commit")); err == nil {
+					t.Error("a hook was planted")
+				}
+			})
+		}
+	}
+}

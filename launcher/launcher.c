@@ -440,8 +440,17 @@ static void confineMounts(void)
 	err = sys5(NR_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr));
 	if (err < 0)
 		failErr("making every mount read-only", err);
-	/* Opened again, in order: a writable directory inside another one is
-	 * reached through the clone attached before it. */
+	/* Shorter paths first, so that a directory's clone goes on before
+	 * the clones of the directories inside it, which it would hide; each
+	 * is opened again, through the clones attached before it. */
+	for (int i = 1; i < ndirs; i++) {
+		for (int j = i; j > 0 && slen(dirs[j]) < slen(dirs[j - 1]); j--) {
+			const char *d = dirs[j];
+			long t = trees[j];
+			dirs[j] = dirs[j - 1], trees[j] = trees[j - 1];
+			dirs[j - 1] = d, trees[j - 1] = t;
+		}
+	}
 	for (int i = 0; i < ndirs; i++) {
 		long fd = openNoSymlinks(dirs[i]);
 		if (fd < 0)
