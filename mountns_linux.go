@@ -13,25 +13,32 @@ package main
 // refuses chmod, chown, utime and rename with EROFS, even to root.
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
 
-// confineMounts arranges the namespace: writable directories stay as they
-// are, every other mount turns read-only, pinned directories (git dirs)
-// become mount points, protected paths are read-only mounts of their own.
-// It must run before the capabilities are dropped.
+// confineMounts arranges the namespace: the writable directories are
+// cloned as they are, every mount turns read-only, the clones are attached
+// back onto their paths, pinned directories (git dirs) become mount points
+// and protected paths read-only mounts of their own. Every mount turns
+// read-only at once, as one tree: no mount point is looked up by its
+// path, so none stays writable because it lies behind a directory this
+// user cannot search (another user's FUSE mount, a container's overlay)
+// or because mountinfo writes its name ambiguously. It must run before
+// the capabilities are dropped.
 func confineMounts(writable, pins, protected []string) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
 	}
-	var dirs []string
+	var clones []clone
+	defer func() {
+		for _, c := range clones {
+			unix.Close(c.tree)
+		}
+	}()
 	for _, w := range writable {
 		fd, err := openNoSymlinks(w)
 		if errors.Is(err, unix.ENOENT) {
@@ -42,16 +49,36 @@ func confineMounts(writable, pins, protected []string) error {
 		}
 		dir, err := isDirFD(fd)
 		if err == nil && dir {
-			err = bindOnto(fd, w, false)
-			dirs = append(dirs, w)
+			var tree int
+			if tree, err = cloneTree(fd, w, false); err == nil {
+				clones = append(clones, clone{w, tree})
+			}
 		}
 		unix.Close(fd)
 		if err != nil {
 			return err
 		}
 	}
-	if err := readOnlyOutside(dirs); err != nil {
-		return err
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("making every mount read-only: %w", err)
+	}
+	// Shorter paths first, so that a directory's clone goes on before the
+	// clones of the directories inside it, which it would hide; each is
+	// opened again, through the clones attached before it.
+	slices.SortStableFunc(clones, func(a, b clone) int { return len(a.path) - len(b.path) })
+	var dirs []string
+	for _, c := range clones {
+		fd, err := openNoSymlinks(c.path)
+		if err != nil {
+			return err
+		}
+		err = attach(c.tree, fd, c.path)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, c.path)
 	}
 	if err := bindEach(pins, dirs, false); err != nil {
 		return err
@@ -69,6 +96,13 @@ func confineMounts(writable, pins, protected []string) error {
 		return fmt.Errorf("chdir %q: %w", wd, err)
 	}
 	return nil
+}
+
+// clone is a writable directory's tree of mounts, cloned before every
+// mount turned read-only.
+type clone struct {
+	path string
+	tree int
 }
 
 // bindEach binds each path that lies in one of dirs onto itself; the
@@ -119,87 +153,37 @@ func isDirFD(fd int) (bool, error) {
 // refuse. A writable directory's bind keeps the flags its mounts had: one
 // the administrator made read-only stays so.
 func bindOnto(fd int, p string, ro bool) error {
-	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	tree, err := cloneTree(fd, p, ro)
 	if err != nil {
-		return fmt.Errorf("open_tree %q: %w", p, err)
+		return err
 	}
 	defer unix.Close(tree)
+	return attach(tree, fd, p)
+}
+
+// cloneTree clones the tree of mounts at fd, read-only (recursively) when
+// ro, and returns the detached clone.
+func cloneTree(fd int, p string, ro bool) (int, error) {
+	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return -1, fmt.Errorf("open_tree %q: %w", p, err)
+	}
 	if ro {
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-			return fmt.Errorf("mount_setattr %q: %w", p, err)
+			unix.Close(tree)
+			return -1, fmt.Errorf("mount_setattr %q: %w", p, err)
 		}
 	}
+	return tree, nil
+}
+
+// attach mounts the detached tree on fd.
+func attach(tree, fd int, p string) error {
 	if err := unix.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount %q: %w", p, err)
 	}
 	return nil
-}
-
-// readOnlyOutside makes every mount that does not lie within one of dirs
-// read-only. The binds of dirs are mounts of their own, so a read-only
-// parent mount does not reach them.
-func readOnlyOutside(dirs []string) error {
-	points, err := mountPoints()
-	if err != nil {
-		return err
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	for _, mp := range points {
-		if withinAny(mp, dirs) {
-			continue
-		}
-		err := unix.MountSetattr(unix.AT_FDCWD, mp, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, &attr)
-		// A mount point that is gone or hidden under another mount is
-		// out of reach anyway.
-		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			return fmt.Errorf("making %q read-only: %w", mp, err)
-		}
-	}
-	return nil
-}
-
-// mountPoints lists this namespace's mount points from /proc/self/mountinfo.
-func mountPoints() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("listing mounts: %w", err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			return nil, errors.New("listing mounts: malformed /proc/self/mountinfo")
-		}
-		out = append(out, unescapeMountinfo(fields[4]))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("listing mounts: %w", err)
-	}
-	return out, nil
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space,
-// \011, \012, \134) in a mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // withinAny reports whether p is one of dirs or lies beneath one.

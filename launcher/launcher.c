@@ -23,8 +23,6 @@
 #include "sys.h"
 
 #define AT_FDCWD (-100)
-#define AT_SYMLINK_NOFOLLOW 0x100
-#define AT_NO_AUTOMOUNT 0x800
 #define AT_EMPTY_PATH 0x1000
 #define AT_RECURSIVE 0x8000
 #define O_CLOEXEC 02000000
@@ -54,7 +52,6 @@
 #define CAP_VERSION_3 0x20080522
 #define EINVAL 22
 #define ENOENT 2
-#define ENOTDIR 20
 
 #define STATUS_FD 3
 #define RULESET_FD 4
@@ -103,10 +100,10 @@ static struct {
 } spec;
 
 static const char *dirs[MAX_PATHS]; /* the writable directories bound */
+static long trees[MAX_PATHS];        /* their clones, until attached */
 static int ndirs;
 
 static struct sock_filter program[MAX_FILTERS + 1]; /* one more: the read ends on EOF */
-static char mountinfo[1 << 20];
 static char msg[8192];
 static int msglen;
 
@@ -339,9 +336,9 @@ static long fileType(long fd, const char *path, int flags)
 	return *(u16 *)(stx + 28) & S_IFMT; /* stx_mode */
 }
 
-/* bindOnto binds the tree at fd onto itself, read-only (recursively) when
- * ro: the path becomes a mount point, which rename and rmdir refuse. */
-static void bindOnto(long fd, const char *p, int ro)
+/* cloneTree clones the tree of mounts at fd, read-only (recursively)
+ * when ro, and returns the detached clone. */
+static long cloneTree(long fd, const char *p, int ro)
 {
 	long tree = sys3(NR_open_tree, fd, "", OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
 	if (tree < 0)
@@ -352,10 +349,23 @@ static void bindOnto(long fd, const char *p, int ro)
 		if (err < 0)
 			failPath("mount_setattr", p, err);
 	}
+	return tree;
+}
+
+/* attach mounts the clone tree on fd, and closes it. */
+static void attach(long tree, long fd, const char *p)
+{
 	long err = sys5(NR_move_mount, tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 	if (err < 0)
 		failPath("move_mount", p, err);
 	sys1(NR_close, tree);
+}
+
+/* bindOnto binds the tree at fd onto itself, read-only (recursively) when
+ * ro: the path becomes a mount point, which rename and rmdir refuse. */
+static void bindOnto(long fd, const char *p, int ro)
+{
+	attach(cloneTree(fd, p, ro), fd, p);
 }
 
 static void bindEach(const char **paths, int n, int ro)
@@ -370,83 +380,6 @@ static void bindEach(const char **paths, int n, int ro)
 			failPath("opening", paths[i], fd);
 		bindOnto(fd, paths[i], ro);
 		sys1(NR_close, fd);
-	}
-}
-
-/* unescape undoes the kernel's octal escapes (\040 for a space, \011,
- * \012, \134) of a mountinfo path, in place. */
-static void unescape(char *s)
-{
-	char *out = s;
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 3;
-		} else
-			*out++ = *s;
-	}
-	*out = 0;
-}
-
-/* readOnlyOutside makes every mount that does not lie within one of the
- * bound writable directories read-only. */
-static void readOnlyOutside(void)
-{
-	long fd = sys4(NR_openat, AT_FDCWD, "/proc/self/mountinfo", O_CLOEXEC, 0);
-	if (fd < 0)
-		failErr("listing mounts: open /proc/self/mountinfo", fd);
-	long n = 0;
-	for (;;) {
-		long r = sys3(NR_read, fd, mountinfo + n, sizeof(mountinfo) - 1 - n);
-		if (r < 0)
-			failErr("listing mounts: read /proc/self/mountinfo", r);
-		if (r == 0)
-			break;
-		n += r;
-		if (n == sizeof(mountinfo) - 1) {
-			put("listing mounts: /proc/self/mountinfo is larger than 1 MiB");
-			fail('S');
-		}
-	}
-	sys1(NR_close, fd);
-	mountinfo[n] = 0;
-	struct mount_attr attr = {MOUNT_ATTR_RDONLY, 0, 0, 0};
-	for (char *line = mountinfo; *line;) {
-		char *end = line;
-		while (*end && *end != '\n')
-			end++;
-		char *next = *end ? end + 1 : end;
-		*end = 0;
-		/* The fifth field is the mount point. */
-		char *f = line;
-		for (int i = 0; i < 4; i++) {
-			while (*f && *f != ' ')
-				f++;
-			while (*f == ' ')
-				f++;
-		}
-		char *mp = f;
-		while (*f && *f != ' ')
-			f++;
-		if (mp == f) {
-			put("listing mounts: malformed /proc/self/mountinfo");
-			fail('S');
-		}
-		*f = 0;
-		unescape(mp);
-		if (!withinAny(mp, dirs, ndirs)) {
-			long err = sys5(NR_mount_setattr, AT_FDCWD, mp, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, &attr, sizeof(attr));
-			/* A mount point that is gone or hidden under another
-			 * mount is out of reach anyway. */
-			if (err < 0 && err != -ENOENT && err != -ENOTDIR) {
-				put("making ");
-				putq(mp);
-				put(" read-only: ");
-				puterr(-err);
-				fail('S');
-			}
-		}
-		line = next;
 	}
 }
 
@@ -475,6 +408,12 @@ static int ownNamespace(const char *parent)
 	return !streq(digits + i, parent);
 }
 
+/* confineMounts arranges the namespace: the writable directories are
+ * cloned as they are, every mount of the namespace turns read-only (the
+ * whole tree at once: no mount point is looked up by path, so none is out
+ * of reach behind a directory this user cannot search or under a name
+ * mountinfo mangles), the clones are attached back onto their paths, and
+ * pinned and protected paths inside them are bound onto themselves. */
 static void confineMounts(void)
 {
 	if (!ownNamespace(spec.parent_ns)) {
@@ -492,12 +431,33 @@ static void confineMounts(void)
 		if (fd < 0)
 			failPath("opening", w, fd);
 		if (fileType(fd, "", AT_EMPTY_PATH) == S_IFDIR) {
-			bindOnto(fd, w, 0);
+			trees[ndirs] = cloneTree(fd, w, 0);
 			dirs[ndirs++] = w;
 		}
 		sys1(NR_close, fd);
 	}
-	readOnlyOutside();
+	struct mount_attr attr = {MOUNT_ATTR_RDONLY, 0, 0, 0};
+	err = sys5(NR_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr));
+	if (err < 0)
+		failErr("making every mount read-only", err);
+	/* Shorter paths first, so that a directory's clone goes on before
+	 * the clones of the directories inside it, which it would hide; each
+	 * is opened again, through the clones attached before it. */
+	for (int i = 1; i < ndirs; i++) {
+		for (int j = i; j > 0 && slen(dirs[j]) < slen(dirs[j - 1]); j--) {
+			const char *d = dirs[j];
+			long t = trees[j];
+			dirs[j] = dirs[j - 1], trees[j] = trees[j - 1];
+			dirs[j - 1] = d, trees[j - 1] = t;
+		}
+	}
+	for (int i = 0; i < ndirs; i++) {
+		long fd = openNoSymlinks(dirs[i]);
+		if (fd < 0)
+			failPath("opening", dirs[i], fd);
+		attach(trees[i], fd, dirs[i]);
+		sys1(NR_close, fd);
+	}
 	bindEach(spec.pins, spec.npins, 0);
 	bindEach(spec.protected, spec.nprotected, 1);
 	/* The working directory still names the mount it was entered on,
