@@ -117,15 +117,25 @@ func configPath(flagValue string, getenv func(string) string) string {
 // defaultConfigPath is $XDG_CONFIG_HOME/bashcall/config.toml (or under
 // ~/.config), whether it exists or not; "" without a home.
 func defaultConfigPath(getenv func(string) string) string {
-	base := getenv("XDG_CONFIG_HOME")
+	base := xdgBase(getenv, "XDG_CONFIG_HOME", ".config")
 	if base == "" {
-		home := getenv("HOME")
-		if home == "" {
-			return ""
-		}
-		base = filepath.Join(home, ".config")
+		return ""
 	}
 	return filepath.Join(base, "bashcall", "config.toml")
+}
+
+// xdgBase is the XDG base directory named by the variable name, else
+// $HOME/fallback; "" without either. A relative value is ignored, as the
+// XDG Base Directory specification asks: it would mean a different
+// directory from every working directory.
+func xdgBase(getenv func(string) string, name, fallback string) string {
+	if base := getenv(name); filepath.IsAbs(base) {
+		return base
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, fallback)
+	}
+	return ""
 }
 
 // loadConfig decodes the file at p strictly over the defaults and validates
@@ -275,13 +285,9 @@ func stateDirPath(flagValue string, cfg *config, getenv func(string) string) (st
 			return filepath.Abs(p)
 		}
 	}
-	base := getenv("XDG_STATE_HOME")
+	base := xdgBase(getenv, "XDG_STATE_HOME", filepath.Join(".local", "state"))
 	if base == "" {
-		home := getenv("HOME")
-		if home == "" {
-			return "", errors.New("no state dir: set -state-dir, $BASHCALL_STATE_DIR, state_dir or $HOME")
-		}
-		base = filepath.Join(home, ".local", "state")
+		return "", errors.New("no state dir: set -state-dir, $BASHCALL_STATE_DIR, state_dir or $HOME")
 	}
-	return filepath.Join(base, "bashcall"), nil
+	return filepath.Abs(filepath.Join(base, "bashcall"))
 }

@@ -158,3 +158,33 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestXDGBase: an XDG base directory variable is used when absolute and
+// ignored when relative, as the XDG specification asks, for the config
+// file, the state dir and the build cache alike.
+func TestXDGBase(t *testing.T) {
+	for _, tt := range []struct {
+		env              map[string]string
+		config, state    string
+		cacheUnderPrefix string
+	}{
+		{map[string]string{"HOME": "/h", "XDG_CONFIG_HOME": "/c", "XDG_STATE_HOME": "/s", "XDG_CACHE_HOME": "/k"},
+			"/c/bashcall/config.toml", "/s/bashcall", "/k/bashcall/"},
+		{map[string]string{"HOME": "/h", "XDG_CONFIG_HOME": "c", "XDG_STATE_HOME": "./s", "XDG_CACHE_HOME": "k"},
+			"/h/.config/bashcall/config.toml", "/h/.local/state/bashcall", "/h/.cache/bashcall/"},
+		{map[string]string{"XDG_CONFIG_HOME": "c", "XDG_CACHE_HOME": "k"}, "", "", ""},
+		{map[string]string{"HOME": "h"}, "h/.config/bashcall/config.toml", "", ""},
+	} {
+		getenv := func(k string) string { return tt.env[k] }
+		if got := defaultConfigPath(getenv); got != tt.config {
+			t.Errorf("defaultConfigPath(%v) = %q, want %q", tt.env, got, tt.config)
+		}
+		if got, _ := stateDirPath("", &config{}, getenv); tt.state != "" && got != tt.state {
+			t.Errorf("stateDirPath(%v) = %q, want %q", tt.env, got, tt.state)
+		}
+		inv := &invocation{getenv: getenv}
+		if got := inv.sandboxCachePath("s"); !strings.HasPrefix(got, tt.cacheUnderPrefix) || (tt.cacheUnderPrefix == "") != (got == "") {
+			t.Errorf("sandboxCachePath(%v) = %q, want it under %q", tt.env, got, tt.cacheUnderPrefix)
+		}
+	}
+}

@@ -255,13 +255,9 @@ func (inv *invocation) sandboxCache(sessionID string) string {
 // sandboxCachePath is where a session's build cache goes,
 // $XDG_CACHE_HOME/bashcall/<hash> (or under ~/.cache); "" without a home.
 func (inv *invocation) sandboxCachePath(sessionID string) string {
-	base := inv.getenv("XDG_CACHE_HOME")
-	if base == "" {
-		home := inv.getenv("HOME")
-		if home == "" {
-			return ""
-		}
-		base = filepath.Join(home, ".cache")
+	base := xdgBase(inv.getenv, "XDG_CACHE_HOME", ".cache")
+	if !filepath.IsAbs(base) { // none, or a relative $HOME
+		return ""
 	}
 	key := "default"
 	if sessionID != "" {

@@ -175,6 +175,12 @@ func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 		for _, f := range files[:min(len(files), 2)] { // not the shared memfd
 			f.Close()
 		}
+		if err != nil && native && nativeExecRefused(err) {
+			// A security module or a noexec mount refused to run the
+			// memfd: bashcall itself is the launcher from now on.
+			spec.GoLauncher = true
+			continue
+		}
 		if err == nil || spec.NS == nsNone || spec.WithoutNS == nil || !namespaceRefused(err) {
 			return pid, err
 		}

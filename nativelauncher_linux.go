@@ -19,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,6 +36,22 @@ var native struct {
 	once sync.Once
 	file *os.File
 	err  error
+	// refused is set once executing the memfd failed: this process
+	// launches with bashcall itself from then on.
+	refused atomic.Bool
+}
+
+// nativeExecRefused reports whether err, from starting the native
+// launcher, says the memfd may not be executed (EACCES from a security
+// module or a noexec policy, ENOEXEC), and if so gives it up for good.
+// EPERM is left to namespaceRefused: it is what a seccomp profile that
+// forbids namespaces answers.
+func nativeExecRefused(err error) bool {
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
+		native.refused.Store(true)
+		return true
+	}
+	return false
 }
 
 // nativeLauncher returns the sealed memfd holding the native launcher,
@@ -88,7 +105,7 @@ func launcherReport(getenv func(string) string) string {
 // that cannot be built is not an error here: the launcher reports it on
 // the status pipe like any other confinement failure, and nothing runs.
 func nativeLaunch(spec *runSpec) (argv []string, files []*os.File, ok bool) {
-	if !spec.Launcher || spec.GoLauncher || len(spec.Argv) < 2 || spec.Argv[1] != launcherArg {
+	if !spec.Launcher || spec.GoLauncher || native.refused.Load() || len(spec.Argv) < 2 || spec.Argv[1] != launcherArg {
 		return nil, nil, false
 	}
 	self, err := nativeLauncher()

@@ -170,3 +170,36 @@ func TestNativeLauncherArm64(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeLauncherRefused: where the memfd cannot be executed (a
+// security module, a noexec policy: here a memfd sealed against exec), a
+// confined command still runs, launched by bashcall itself, and later
+// launches of the process do not try the memfd again.
+func TestNativeLauncherRefused(t *testing.T) {
+	requireABI(t, 1)
+	if _, err := nativeLauncher(); err != nil {
+		t.Skipf("no native launcher: %v", err)
+	}
+	fd, err := unix.MemfdCreate("bashcall-launcher", unix.MFD_CLOEXEC|unix.MFD_NOEXEC_SEAL)
+	if err != nil {
+		t.Skipf("memfd_create(MFD_NOEXEC_SEAL): %v (a kernel before 6.3)", err)
+	}
+	noexec := os.NewFile(uintptr(fd), "noexec")
+	noexec.Write(nativeLauncherBytes)
+	saved := native.file
+	native.file = noexec
+	t.Cleanup(func() {
+		native.file = saved
+		native.refused.Store(false)
+		noexec.Close()
+	})
+	for i := 0; i < 2; i++ {
+		res, out, err := launch(t, false, "-w", "/dev/null", "--", "/bin/sh", "-c", "grep ^NoNewPrivs: /proc/self/status")
+		if err != nil || res.RunnerFailure != "" || res.ExitCode != 0 || out != "NoNewPrivs:\t1\n" {
+			t.Fatalf("launch %d: %+v, %v, %q", i, res, err, out)
+		}
+		if !native.refused.Load() {
+			t.Fatalf("launch %d: the refused memfd is not remembered", i)
+		}
+	}
+}

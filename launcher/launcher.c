@@ -41,6 +41,7 @@
 #define S_IFMT 0170000
 #define S_IFDIR 0040000
 #define S_IFIFO 0010000
+#define PR_SET_DUMPABLE 4
 #define PR_SET_SECCOMP 22
 #define PR_CAPBSET_DROP 24
 #define PR_SET_SECUREBITS 28
@@ -104,7 +105,7 @@ static long trees[MAX_PATHS];        /* their clones, until attached */
 static int ndirs;
 
 static struct sock_filter program[MAX_FILTERS + 1]; /* one more: the read ends on EOF */
-static char msg[8192];
+static char msg[4096]; /* bashcall reads at most 4096 bytes of status */
 static int msglen;
 
 /* --- the message of a failure, built as the Go launcher formats it --- */
@@ -562,6 +563,10 @@ void __attribute__((noreturn, used)) launch(long *sp)
 	char **argv = (char **)(sp + 1);
 	char **envp = argv + argc + 1;
 	msglen = 1; /* msg[0] is the kind */
+	/* Like bashcall itself, not dumpable: no process of the user attaches
+	 * to it or reads its memory before it is confined. exec makes the
+	 * command dumpable again. */
+	sys5(NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0);
 
 	if (fileType(STATUS_FD, "", AT_EMPTY_PATH) != S_IFIFO) {
 		static const char e[] = "bashcall: error: __launch is internal to bashcall: it needs its status pipe as descriptor 3\n";
