@@ -76,7 +76,9 @@ func runServe(args, environ []string, stdout, stderr io.Writer) error {
 	if s.dir, err = prepareSpool(*dirFlag); err != nil {
 		return err
 	}
-	warm := s.workers
+	// One child waits: a call that comes alone does not wait for a Go
+	// start; the calls of a burst start theirs as they come.
+	warm := 1
 	if *onceFlag {
 		warm = 0 // no call after these: none to start ahead
 	}

@@ -98,7 +98,6 @@ type warmPool struct {
 	want  int
 
 	mu       sync.Mutex
-	changed  sync.Cond // signalled when a child joins idle or a start ends
 	idle     []*warmChild
 	spawning sync.WaitGroup
 	pending  int
@@ -107,29 +106,23 @@ type warmPool struct {
 
 // newWarmPool keeps want children from start waiting.
 func newWarmPool(want int, start func() (*warmChild, error)) *warmPool {
-	p := &warmPool{start: start, want: want}
-	p.changed.L = &p.mu
-	return p
+	return &warmPool{start: start, want: want}
 }
 
-// take returns a waiting child: a warm one, or the one being started (it
-// is further along than a new one would be), else one started now.
+// take returns a waiting child: a warm one, else one started now. It does
+// not wait for one being started: under a burst of calls, that one is for
+// a later call, and the calls of the burst start as they would without
+// the pool.
 func (p *warmPool) take() (*warmChild, error) {
 	p.mu.Lock()
-	for {
-		for len(p.idle) > 0 {
-			c := p.idle[0]
-			p.idle = p.idle[1:]
-			if c.alive() {
-				p.mu.Unlock()
-				return c, nil
-			}
-			go c.discard()
+	for len(p.idle) > 0 {
+		c := p.idle[0]
+		p.idle = p.idle[1:]
+		if c.alive() {
+			p.mu.Unlock()
+			return c, nil
 		}
-		if p.pending == 0 || p.closed {
-			break
-		}
-		p.changed.Wait()
+		go c.discard()
 	}
 	p.mu.Unlock()
 	return p.start()
@@ -150,7 +143,6 @@ func (p *warmPool) refill() {
 			if keep {
 				p.idle = append(p.idle, c)
 			}
-			p.changed.Broadcast()
 			p.mu.Unlock()
 			if err == nil && !keep {
 				c.discard()
@@ -165,7 +157,6 @@ func (p *warmPool) close() {
 	p.closed = true
 	idle := p.idle
 	p.idle = nil
-	p.changed.Broadcast()
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.discard()
