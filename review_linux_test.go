@@ -178,10 +178,14 @@ func TestServerChildrenOutOfReach(t *testing.T) {
 			dir := filepath.Join(e.dir, "spool")
 			s := e.serve(dir, "-workers", "2")
 			defer s.stop(t, syscall.SIGTERM)
-			waitFor(t, 10*time.Second, "warm children", func() bool { return len(callProcesses(e.stateDir)) == 2 })
+			waitFor(t, 10*time.Second, "a warm child", func() bool { return len(callProcesses(e.stateDir)) == 1 })
 			marker := filepath.Join(e.workspace, "planted")
 			planted := bashReq("touch "+marker, "")
-			attack := fmt.Sprintf(`n=0
+			// The attack takes the warm child; the quick call that comes
+			// next is answered meanwhile, and the child started after it
+			// waits for the next call while the attack looks for it.
+			attack := fmt.Sprintf(`for i in $(seq 200); do [ $(pgrep -fc '^bashcall -state-dir %[1]s') -ge 2 ] && break; sleep 0.05; done
+n=0
 for p in $(pgrep -f '^bashcall -state-dir %[1]s') %[2]d; do
 	n=$((n+1))
 	kill -STOP $p && echo "REACHED: stopped $p"
@@ -191,6 +195,8 @@ for p in $(pgrep -f '^bashcall -state-dir %[1]s') %[2]d; do
 done
 echo "tried $n"`, e.stateDir, s.cmd.Process.Pid, shellQuote(planted))
 			drop(t, dir, "a.json", bashReq(attack, ""))
+			drop(t, dir, "quick.json", bashReq("true", ""))
+			awaitResponse(t, dir, "quick.json")
 			text := awaitResponse(t, dir, "a.json").text()
 			if !strings.Contains(text, "tried 3") {
 				t.Errorf("the attack did not find the server's processes: %q", text)
