@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestForegroundText runs real commands through the binary and compares
@@ -206,6 +210,165 @@ func TestAbort(t *testing.T) {
 					t.Errorf("pid %d survived the abort", pid)
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
+			}
+		})
+	}
+}
+
+// TestSignalBeforeCall: a SIGTERM or SIGINT that comes while bashcall
+// still waits for its request ends it, killed by that signal and having
+// written nothing, however soon after its start, as an uncaught signal
+// does; catching signals for the call must not make it linger.
+func TestSignalBeforeCall(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		for _, after := range []time.Duration{0, 10 * time.Millisecond, 300 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s/%v", signalName(sig), after), func(t *testing.T) {
+				e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
+				c := e.cmd()
+				stdin, err := c.StdinPipe() // held open: the request never ends
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer stdin.Close()
+				var out bytes.Buffer
+				c.Stdout = &out
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(after)
+				c.Process.Signal(sig)
+				ws := waitExit(t, c.Process)
+				if !ws.Signaled() || ws.Signal() != sig {
+					t.Errorf("bashcall ended with %v, want killed by %v", ws, signalName(sig))
+				}
+				if out.Len() != 0 {
+					t.Errorf("bashcall wrote %q", out.String())
+				}
+			})
+		}
+	}
+}
+
+// TestIgnoredSIGINTBeforeCall: a SIGINT ignored since bashcall started
+// stays ignored until the call runs, and the call is answered.
+func TestIgnoredSIGINTBeforeCall(t *testing.T) {
+	e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
+	bc := e.cmd()
+	c := exec.Command("bash", append([]string{"-c", `trap "" INT; exec "$0" "$@"`}, bc.Args...)...)
+	c.Dir, c.Env = bc.Dir, bc.Env
+	stdin, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		time.Sleep(100 * time.Millisecond)
+		c.Process.Signal(syscall.SIGINT)
+	}
+	io.WriteString(stdin, bashReq("echo answered", ""))
+	stdin.Close()
+	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("bashcall ended with %v, want exit status 0", ws)
+	}
+	if r := decodeResponse(t, out.String()); r.IsError || r.text() != "answered\n" {
+		t.Errorf("response = %+v", r)
+	}
+}
+
+// waitExit waits at most 10 seconds for p to end, and kills it after that.
+func waitExit(t *testing.T, p *os.Process) syscall.WaitStatus {
+	t.Helper()
+	done := make(chan *os.ProcessState, 1)
+	go func() {
+		st, _ := p.Wait()
+		done <- st
+	}()
+	select {
+	case st := <-done:
+		return st.Sys().(syscall.WaitStatus)
+	case <-time.After(10 * time.Second):
+		p.Kill()
+		<-done
+		t.Fatal("bashcall did not end")
+	}
+	return 0
+}
+
+// TestSupervise runs commands through runCommand: exit status and output,
+// the ladder on timeout and on abort, a second abort killing at once, the
+// bounded drain of pipes that descendants hold, and an abort while
+// draining, which kills at once and does not make the call aborted.
+func TestSupervise(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip(err)
+	}
+	type want struct {
+		out, err         string
+		exit             int
+		sig              syscall.Signal
+		timedOut, abort  bool
+		minTook, maxTook time.Duration
+	}
+	tests := []struct {
+		name     string
+		command  string
+		timeout  time.Duration
+		grace    time.Duration
+		aborts   []time.Duration // when to send each abort request
+		want     want
+		outBytes int // instead of out and err: how many bytes each stream carries
+	}{
+		{name: "exit", command: "printf out; printf err >&2; exit 3", grace: time.Second,
+			want: want{out: "out", err: "err", exit: 3, maxTook: 3 * time.Second}},
+		{name: "signal", command: "echo before; kill -9 $$", grace: time.Second,
+			want: want{out: "before\n", sig: syscall.SIGKILL, maxTook: 3 * time.Second}},
+		{name: "large", command: "head -c 3000000 /dev/zero & head -c 3000000 /dev/zero >&2; wait", grace: time.Second,
+			outBytes: 3000000, want: want{maxTook: 10 * time.Second}},
+		{name: "timeout", command: "trap '' TERM; echo started; sleep 30", timeout: 300 * time.Millisecond, grace: 300 * time.Millisecond,
+			want: want{out: "started\n", sig: syscall.SIGKILL, timedOut: true, minTook: 550 * time.Millisecond, maxTook: 5 * time.Second}},
+		{name: "timeout_obeyed", command: "sleep 30", timeout: 300 * time.Millisecond, grace: 5 * time.Second,
+			want: want{sig: syscall.SIGTERM, timedOut: true, minTook: 250 * time.Millisecond, maxTook: 3 * time.Second}},
+		{name: "abort", command: "trap '' TERM; sleep 30", grace: 300 * time.Millisecond, aborts: []time.Duration{200 * time.Millisecond},
+			want: want{sig: syscall.SIGKILL, abort: true, minTook: 450 * time.Millisecond, maxTook: 5 * time.Second}},
+		{name: "abort_twice", command: "trap '' TERM; sleep 30", grace: 10 * time.Second, aborts: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond},
+			want: want{sig: syscall.SIGKILL, abort: true, minTook: 350 * time.Millisecond, maxTook: 5 * time.Second}},
+		{name: "held_pipe", command: "sleep 30 & echo started", grace: 400 * time.Millisecond,
+			want: want{out: "started\n", minTook: 350 * time.Millisecond, maxTook: 5 * time.Second}},
+		{name: "abort_while_draining", command: "sleep 30 & echo started", grace: 10 * time.Second, aborts: []time.Duration{300 * time.Millisecond},
+			want: want{out: "started\n", minTook: 250 * time.Millisecond, maxTook: 5 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			abort := make(chan os.Signal, 2)
+			for _, after := range tt.aborts {
+				time.AfterFunc(after, func() { abort <- syscall.SIGTERM })
+			}
+			var stdout, stderr bytes.Buffer
+			start := time.Now()
+			res, err := runCommand(&runSpec{Argv: []string{bash, "-c", tt.command}, Dir: "/", Env: os.Environ(),
+				Stdout: &stdout, Stderr: &stderr, Timeout: tt.timeout, Grace: tt.grace, Abort: abort})
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("runCommand: %v", err)
+			}
+			got := want{out: stdout.String(), err: stderr.String(), exit: res.ExitCode, sig: res.Signal,
+				timedOut: res.TimedOut, abort: res.Aborted, minTook: tt.want.minTook, maxTook: tt.want.maxTook}
+			if tt.outBytes > 0 {
+				if stdout.Len() != tt.outBytes || stderr.Len() != tt.outBytes {
+					t.Errorf("stdout %d bytes, stderr %d bytes, want %d each", stdout.Len(), stderr.Len(), tt.outBytes)
+				}
+				got.out, got.err = "", ""
+			}
+			if d := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); d != "" {
+				t.Errorf("runCommand(%q) mismatch (-want +got):\n%s", tt.command, d)
+			}
+			if took < tt.want.minTook || took > tt.want.maxTook {
+				t.Errorf("runCommand(%q) took %v, want %v to %v", tt.command, took, tt.want.minTook, tt.want.maxTook)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,23 @@ func FuzzTaskID(f *testing.F) {
 		}
 		if filepath.Join("/state/tasks", id) != "/state/tasks/"+id {
 			t.Errorf("id %q does not name one entry of the tasks directory", id)
+		}
+	})
+}
+
+// FuzzTempName: isTempName accepts exactly the names the regular
+// expression it stands for matches; the seeds run as a plain test.
+func FuzzTempName(f *testing.F) {
+	for _, seed := range []string{".a.json.0123456789abcdef.tmp", ".c.json.tmp", "..0123456789abcdef.tmp",
+		"...0123456789abcdef.tmp", ".x.0123456789ABCDEF.tmp", ".x.0123456789abcde.tmp", ".x.0123456789abcdef0.tmp",
+		"a.x.0123456789abcdef.tmp", ".x.0123456789abcdef.tmpx", ".\n.0123456789abcdef.tmp", ".\xff.0123456789abcdef.tmp",
+		".é.0123456789abcdef.tmp", ".x.012345678\xc3abcdef.tmp", ".tmp", "", "."} {
+		f.Add(seed)
+	}
+	re := regexp.MustCompile(`^\..+\.[0-9a-f]{16}\.tmp$`)
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := isTempName(name), re.MatchString(name); got != want {
+			t.Errorf("isTempName(%q) = %v, want %v", name, got, want)
 		}
 	})
 }

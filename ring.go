@@ -31,7 +31,9 @@ import (
 
 const tailHeader = 40
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is the CRC table of a tail header, made on first use (a call
+// that reads no task output never needs it).
+func castagnoli() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
 
 // ringHeader is the decoded header of a tail file.
 type ringHeader struct {
@@ -43,13 +45,13 @@ func (h *ringHeader) encode() []byte {
 	for i, v := range []int64{h.end, h.capacity, h.begin, h.valid} {
 		binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
 	}
-	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
+	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli()))
 	return b
 }
 
 // decodeRingHeader accepts only a whole header that makes sense.
 func decodeRingHeader(b []byte) (ringHeader, bool) {
-	if len(b) < tailHeader || binary.LittleEndian.Uint32(b[32:]) != crc32.Checksum(b[:32], castagnoli) {
+	if len(b) < tailHeader || binary.LittleEndian.Uint32(b[32:]) != crc32.Checksum(b[:32], castagnoli()) {
 		return ringHeader{}, false
 	}
 	var v [4]int64

@@ -83,7 +83,7 @@ func toolJSON(d toolDef, format string) string {
 	case "anthropic":
 		return `{` + head + `,"input_schema":` + params + `}`
 	}
-	return `{` + head + `,"inputSchema":` + params + `,"outputSchema":` + outputSchemas[d.name] + `}`
+	return `{` + head + `,"inputSchema":` + params + `,"outputSchema":` + outputSchema(d.name) + `}`
 }
 
 // inputSchema is a JSON Schema object; there is no additionalProperties:
@@ -125,25 +125,33 @@ const (
 	outTaskEntry = `{"type":"object","properties":{"taskId":{"type":"string"},"status":{"type":"string"},"exitCode":{"type":["integer","null"]},"signal":{"type":["string","null"]},"command":{"type":"string"}},"required":["taskId","status","command"]}`
 )
 
-// outputSchemas describe each tool's structuredContent (PROTOCOL.md section
-// 3), for MCP clients that check it. They list what a result carries and
-// require only what every result has, with no additionalProperties: false,
-// so a client never refuses a result for a key that does not apply.
-var outputSchemas = map[string]string{
-	toolBash: outObject([]string{"kind"},
-		"kind", `{"type":"string","enum":["foreground","background"]}`,
-		"taskId", outString, "exitCode", outExitCode, "signal", outSignal,
-		"timedOut", outBoolean, "aborted", outBoolean, "timeoutMs", outInteger,
-		"stdout", outStream, "stderr", outStream, "sandbox", outSandbox),
-	toolOutput: outObject([]string{"kind", "taskId", "status", "stdout", "stderr", "lossy"},
-		"kind", `{"type":"string","enum":["taskOutput"]}`,
-		"taskId", outString, "status", outString, "exitCode", outExitCode, "signal", outSignal,
-		"stdout", outString, "stderr", outString, "lossy", outBoolean,
-		"fullOutput", `{"type":"array","items":{"type":"string"}}`, "sandbox", outSandbox),
-	toolKill: outObject([]string{"kind", "taskId", "killed"},
-		"kind", `{"type":"string","enum":["taskKill"]}`, "taskId", outString, "killed", outBoolean),
-	toolList: outObject([]string{"kind", "tasks"},
-		"kind", `{"type":"string","enum":["taskList"]}`, "tasks", `{"type":"array","items":`+outTaskEntry+`}`),
+// outputSchema describes a tool's structuredContent (PROTOCOL.md section
+// 3), for MCP clients that check it. It lists what a result carries and
+// requires only what every result has, with no additionalProperties: false,
+// so a client never refuses a result for a key that does not apply. It is
+// built when asked for, not at start: a call never prints it.
+func outputSchema(tool string) string {
+	switch tool {
+	case toolBash:
+		return outObject([]string{"kind"},
+			"kind", `{"type":"string","enum":["foreground","background"]}`,
+			"taskId", outString, "exitCode", outExitCode, "signal", outSignal,
+			"timedOut", outBoolean, "aborted", outBoolean, "timeoutMs", outInteger,
+			"stdout", outStream, "stderr", outStream, "sandbox", outSandbox)
+	case toolOutput:
+		return outObject([]string{"kind", "taskId", "status", "stdout", "stderr", "lossy"},
+			"kind", `{"type":"string","enum":["taskOutput"]}`,
+			"taskId", outString, "status", outString, "exitCode", outExitCode, "signal", outSignal,
+			"stdout", outString, "stderr", outString, "lossy", outBoolean,
+			"fullOutput", `{"type":"array","items":{"type":"string"}}`, "sandbox", outSandbox)
+	case toolKill:
+		return outObject([]string{"kind", "taskId", "killed"},
+			"kind", `{"type":"string","enum":["taskKill"]}`, "taskId", outString, "killed", outBoolean)
+	case toolList:
+		return outObject([]string{"kind", "tasks"},
+			"kind", `{"type":"string","enum":["taskList"]}`, "tasks", `{"type":"array","items":`+outTaskEntry+`}`)
+	}
+	panic("unreachable: no output schema for " + tool)
 }
 
 // outObject is an object schema from name, schema pairs, in that order.

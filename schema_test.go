@@ -39,8 +39,8 @@ func TestOutputSchemas(t *testing.T) {
 		toolList: {list, e.call(sessionReq(toolList, `{}`, "A")), e.call(sessionReq(toolList, `{}`, "B"))}}
 	for tool, rs := range results {
 		var schema map[string]any
-		if err := json.Unmarshal([]byte(outputSchemas[tool]), &schema); err != nil {
-			t.Fatalf("outputSchemas[%s] is not JSON: %v", tool, err)
+		if err := json.Unmarshal([]byte(outputSchema(tool)), &schema); err != nil {
+			t.Fatalf("outputSchema(%s) is not JSON: %v", tool, err)
 		}
 		for _, r := range rs {
 			if r.IsError {

@@ -18,7 +18,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -160,8 +159,26 @@ const (
 	unansweredText  = "interrupted: the call ran, but the bashcall serve process that ran it could not write its response before it stopped; it was not run again"
 )
 
-// tempName matches the temporaries publish writes: ".NAME.<16 hex>.tmp".
-var tempName = regexp.MustCompile(`^\..+\.[0-9a-f]{16}\.tmp$`)
+// isTempName says whether name is one of the temporaries publish writes:
+// ".NAME.<16 lowercase hex>.tmp", NAME not empty and without a newline
+// (the regular expression ^\..+\.[0-9a-f]{16}\.tmp$, without the regexp
+// package and its start-up cost in every bashcall process).
+func isTempName(name string) bool {
+	if len(name) < len(".N.0123456789abcdef.tmp") || name[0] != '.' || !strings.HasSuffix(name, ".tmp") ||
+		strings.Contains(name, "\n") {
+		return false
+	}
+	mid := name[1 : len(name)-len(".tmp")] // NAME.<16 hex>
+	if mid[len(mid)-17] != '.' {
+		return false
+	}
+	for _, c := range mid[len(mid)-16:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // removeStaleTemps removes the temporaries in dir that no live process
 // writes: publish holds a lock on its temporary until it is gone.
@@ -173,7 +190,7 @@ func removeStaleTemps(dir string) {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	for _, n := range names {
-		if tempName.MatchString(n) {
+		if isTempName(n) {
 			removeUnlocked(filepath.Join(dir, n))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -82,7 +83,7 @@ type procStat struct {
 // readProcStat parses /proc/PID/stat; comm may hold spaces and parentheses,
 // so the fields are counted from the last ')'.
 func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readProcFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procStat{}, err
 	}
@@ -202,10 +203,37 @@ func processAlive(pid int, start uint64) bool {
 }
 
 // bootID identifies this boot, so that a pid recorded before a reboot is
-// never taken for a live process.
-func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+// never taken for a live process. It is read once per process.
+var bootID = sync.OnceValue(func() string {
+	b, _ := readProcFile("/proc/sys/kernel/random/boot_id")
 	return string(bytes.TrimSpace(b))
+})
+
+// readProcFile reads a small file of /proc with plain system calls: a
+// call reads several, and os.ReadFile spends as many calls again making
+// each one pollable and then not.
+func readProcFile(p string) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 1024)
+	for {
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		if n == 0 {
+			return b, nil
+		}
+		if b = b[:len(b)+n]; len(b) == cap(b) {
+			b = slices.Grow(b, len(b))
+		}
+	}
 }
 
 // watcher wakes a waiter when something is created or renamed in a

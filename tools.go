@@ -16,16 +16,14 @@ type toolSpec struct {
 	def    func(cfg *config) (d toolDef, ok bool)
 	handle func(inv *invocation, req *request, resp *response) error
 	card   func(args map[string]json.RawMessage) *card
-	// output is the JSON Schema of the tool's structuredContent.
-	output string
 }
 
 // toolTable lists the tools in the order a model sees them.
 var toolTable = []toolSpec{
-	{name: toolBash, def: bashDef, handle: (*invocation).bash, card: bashCard, output: outputSchemas[toolBash]},
-	{name: toolOutput, def: taskToolDef(outputDef), handle: (*invocation).taskOutput, card: taskOutputCard, output: outputSchemas[toolOutput]},
-	{name: toolKill, def: taskToolDef(killDef), handle: (*invocation).taskKill, card: taskKillCard, output: outputSchemas[toolKill]},
-	{name: toolList, def: taskToolDef(listDef), handle: (*invocation).taskList, card: taskListCard, output: outputSchemas[toolList]},
+	{name: toolBash, def: bashDef, handle: (*invocation).bash, card: bashCard},
+	{name: toolOutput, def: taskToolDef(outputDef), handle: (*invocation).taskOutput, card: taskOutputCard},
+	{name: toolKill, def: taskToolDef(killDef), handle: (*invocation).taskKill, card: taskKillCard},
+	{name: toolList, def: taskToolDef(listDef), handle: (*invocation).taskList, card: taskListCard},
 }
 
 // lookupTool finds a tool of the table by name.
