@@ -276,10 +276,11 @@ func (c *mcpCall) execute(approval string) *childResponse {
 	}
 	if relayed != nil {
 		// Only the process held the pipe's other end; the bound is for
-		// the unforeseen.
+		// the unforeseen (a loaded machine can take a second to relay
+		// the last update to a slow client).
 		select {
 		case <-relayed:
-		case <-time.After(time.Second):
+		case <-time.After(5 * time.Second):
 			feedR.Close()
 			<-relayed
 		}
