@@ -182,9 +182,12 @@ func TestServerChildrenOutOfReach(t *testing.T) {
 			marker := filepath.Join(e.workspace, "planted")
 			planted := bashReq("touch "+marker, "")
 			// The attack takes the warm child; the quick call that comes
-			// next is answered meanwhile, and the child started after it
-			// waits for the next call while the attack looks for it.
-			attack := fmt.Sprintf(`for i in $(seq 200); do [ $(pgrep -fc '^bashcall -state-dir %[1]s') -ge 2 ] && break; sleep 0.05; done
+			// next is answered meanwhile (the test then makes quick-done),
+			// and the child started after it waits for the next call while
+			// the attack looks for it.
+			quickDone := filepath.Join(e.workspace, "quick-done")
+			attack := fmt.Sprintf(`while [ ! -e %[4]s ]; do sleep 0.05; done
+for i in $(seq 200); do [ $(pgrep -fc '^bashcall -state-dir %[1]s') -ge 2 ] && break; sleep 0.05; done
 n=0
 for p in $(pgrep -f '^bashcall -state-dir %[1]s') %[2]d; do
 	n=$((n+1))
@@ -193,10 +196,11 @@ for p in $(pgrep -f '^bashcall -state-dir %[1]s') %[2]d; do
 	cat /proc/$p/environ && echo "REACHED: environ of $p"
 	for f in /proc/$p/fd/*; do readlink $f && echo "REACHED: $f"; : >> $f && echo "REACHED: opened $f"; done
 done
-echo "tried $n"`, e.stateDir, s.cmd.Process.Pid, shellQuote(planted))
+echo "tried $n"`, e.stateDir, s.cmd.Process.Pid, shellQuote(planted), shellQuote(quickDone))
 			drop(t, dir, "a.json", bashReq(attack, ""))
 			drop(t, dir, "quick.json", bashReq("true", ""))
 			awaitResponse(t, dir, "quick.json")
+			os.WriteFile(quickDone, nil, 0o644)
 			text := awaitResponse(t, dir, "a.json").text()
 			if !strings.Contains(text, "tried 3") {
 				t.Errorf("the attack did not find the server's processes: %q", text)
