@@ -406,9 +406,13 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 			extraEnv = append(extraEnv, "XDG_CACHE_HOME="+cache)
 		}
 	}
-	// One probe of the host per call; the paths a confined call is built
-	// around are worked out only for a confined call.
-	sup := sandboxSupport(inv.getenv)
+	// The host is probed, and the paths a confined call is built around
+	// are worked out, only for a confined call: an unconfined one uses
+	// neither.
+	var sup support
+	if mode != modeFullAccess {
+		sup = sandboxSupport(inv.getenv)
+	}
 	in := sandboxInput{mode: mode, workspace: p.workspace, roots: inv.cfg.Sandbox.WritableRoots, extra: extra,
 		netOff: inv.cfg.Sandbox.Network == "off", netFiltered: sup.NetFilter}
 	if mode != modeFullAccess {
