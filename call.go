@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -35,8 +34,6 @@ type invocation struct {
 
 // runCall answers the call on stdin.
 func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	sigs := catchSignals()
-	defer sigs.release()
 	var c commonFlags
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
@@ -76,92 +73,10 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	inv.abort = sigs.arm()
+	inv.abort = make(chan os.Signal, 2)
+	signal.Notify(inv.abort, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(inv.abort)
 	return writeResponse(stdout, inv.handle(req), *textFlag)
-}
-
-// callSignals catches SIGINT and SIGTERM for a call. signal.Notify starts
-// two threads and waits on one of them twice per signal, so it runs while
-// bashcall reads its configuration and request; a signal that comes
-// before the call is armed still does what it would do uncaught.
-type callSignals struct {
-	c     chan os.Signal
-	ready chan struct{} // closed once Notify has returned
-	quit  chan struct{} // closed once armed or released
-	mu    sync.Mutex
-	done  bool // quit is closed
-	armed bool
-}
-
-// catchSignals starts catching SIGINT and SIGTERM.
-func catchSignals() *callSignals {
-	s := &callSignals{c: make(chan os.Signal, 2), ready: make(chan struct{}), quit: make(chan struct{})}
-	go s.watch()
-	return s
-}
-
-// watch notifies s.c and, until the call is armed, gives a signal what it
-// would have had uncaught: bashcall dies of it before answering anything,
-// or, when it was ignored since bashcall started (a SIGINT can be), the
-// signal is dropped.
-func (s *callSignals) watch() {
-	ignored := map[os.Signal]bool{} // asked before Notify, which clears it
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		ignored[sig] = signal.Ignored(sig)
-	}
-	signal.Notify(s.c, syscall.SIGINT, syscall.SIGTERM)
-	close(s.ready)
-	for {
-		select {
-		case sig := <-s.c:
-			s.mu.Lock()
-			if s.armed {
-				select {
-				case s.c <- sig: // it came as the call was armed: an abort
-				default: // two aborts are pending already
-				}
-				s.mu.Unlock()
-				return
-			}
-			if ignored[sig] {
-				s.mu.Unlock()
-				continue
-			}
-			signal.Reset(sig)
-			syscall.Kill(syscall.Getpid(), sig.(syscall.Signal))
-			select {} // holding mu until the signal ends bashcall
-		case <-s.quit:
-			return
-		}
-	}
-}
-
-// arm makes SIGINT and SIGTERM the call's abort requests from now on,
-// once Notify has returned, as if it had been called here.
-func (s *callSignals) arm() chan os.Signal {
-	s.mu.Lock()
-	s.armed, s.done = true, true
-	s.mu.Unlock()
-	close(s.quit)
-	<-s.ready
-	return s.c
-}
-
-// release stops catching, for a caller of run that lives on (a test). A
-// bashcall process exits once it has answered, and signal.Stop would only
-// hold its exit up by more round trips with the signal thread.
-func (s *callSignals) release() {
-	if !testOnlyInProcess {
-		return
-	}
-	s.mu.Lock()
-	if !s.done {
-		s.done = true
-		close(s.quit)
-	}
-	s.mu.Unlock()
-	<-s.ready
-	signal.Stop(s.c)
 }
 
 // answerFailure answers a call that bashcall cannot serve at all (a bad
