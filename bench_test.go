@@ -547,7 +547,7 @@ func BenchmarkServerLatency(b *testing.B) {
 			}
 			e := newBenchEnv(b, mode.config)
 			req := bashReq("true", "")
-			spool := filepath.Join(e.work, "spool")
+			spool := filepath.Join(filepath.Dir(e.work), "spool") // not in the workspace: a control path
 			serve := exec.Command(e.bin, "serve", "-config", e.config, "-state-dir", e.state, "-spool", spool, "-workers", "1")
 			serve.Dir = e.work
 			if err := serve.Start(); err != nil {
@@ -562,11 +562,13 @@ func BenchmarkServerLatency(b *testing.B) {
 			}
 			defer func() { in.Close(); mcp.Wait() }()
 			out := bufio.NewReader(outPipe)
-			rpc := func(line string) {
+			rpc := func(line string) string {
 				io.WriteString(in, line+"\n")
-				if _, err := out.ReadString('\n'); err != nil {
+				resp, err := out.ReadString('\n')
+				if err != nil {
 					b.Fatal(err)
 				}
+				return resp
 			}
 			rpc(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
 			io.WriteString(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
@@ -587,14 +589,20 @@ func BenchmarkServerLatency(b *testing.B) {
 					os.WriteFile(filepath.Join(spool, "tmp", name), []byte(req), 0o600)
 					os.Rename(filepath.Join(spool, "tmp", name), filepath.Join(spool, "new", name))
 					for {
-						if _, err := os.Stat(filepath.Join(spool, "out", name)); err == nil {
+						if out, err := os.ReadFile(filepath.Join(spool, "out", name)); err == nil {
+							if !strings.Contains(string(out), `"isError":false`) {
+								b.Fatalf("spool answered: %s", out)
+							}
 							return
 						}
 						time.Sleep(100 * time.Microsecond)
 					}
 				})
 				tMCP += timeIt(func() {
-					rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","description":"bench"}}}`, i+1))
+					resp := rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","description":"bench"}}}`, i+1))
+					if !strings.Contains(resp, `"isError":false`) {
+						b.Fatalf("mcp answered: %s", resp)
+					}
 				})
 				time.Sleep(50 * time.Millisecond) // a call at a time: the servers' next processes start
 			}
