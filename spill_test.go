@@ -111,6 +111,8 @@ func spillFiles(stateDir string) []string {
 func TestSpillEviction(t *testing.T) {
 	e := newTestEnv(t, spillConfig)
 	a := e.startLive(printN("A", 80000), "a")
+	// The command has printed; bashcall copies what it read meanwhile.
+	waitFor(t, 10*time.Second, "A's spill file", func() bool { return len(spillFiles(e.stateDir)) > 0 })
 	if files := spillFiles(e.stateDir); len(files) != 1 {
 		t.Fatalf("spill files while A runs: %v", files)
 	}
