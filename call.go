@@ -38,6 +38,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
 	progressFlag := fs.Int("progress-fd", -1, "") // for bashcall mcp; not in the usage
+	warmFlag := fs.Bool("warm", false, "")        // for the servers' warm children; not in the usage
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
@@ -49,6 +50,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	// The request first, the settings after: a server's warm child
 	// (warm.go), started before its call, sees the config as it is when
 	// the call comes.
+	if *warmFlag {
+		warmUp(getenvFrom(environ))
+	}
 	data, rerr := readRequest(stdin)
 	inv, err := loadSettings(&c, environ, true)
 	if err != nil {

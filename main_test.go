@@ -375,7 +375,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 // waitFor polls cond for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if cond() {

@@ -83,7 +83,13 @@ func runMCP(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) e
 	for _, d := range tools(&inv.cfg) {
 		s.names = append(s.names, d.name)
 	}
-	s.pool = newWarmPool(1, func() (*warmChild, error) { return startChild(s.childArgs(), s.inv.environ, s.stderr, nil) })
+	s.pool = newWarmPool(1, func(warm bool) (*warmChild, error) {
+		args := s.childArgs()
+		if warm {
+			args = append(args, "-warm")
+		}
+		return startChild(args, s.inv.environ, s.stderr, nil)
+	})
 	defer s.pool.close()
 	s.pool.refill()
 	return s.serve(stdin)

@@ -22,6 +22,11 @@ func runLauncher(args []string) error {
 	return errors.New("the sandbox launcher is only supported on Linux")
 }
 
+// nativeLauncher reports that there is none: nothing is launched confined.
+func nativeLauncher() (*os.File, error) {
+	return nil, errors.New("the native launcher is only built for Linux")
+}
+
 // mountNamespace reports none: there is no launcher to give one to.
 func mountNamespace() nsKind { return nsNone }
 

@@ -289,8 +289,11 @@ func (s *spool) answer(f *os.File) []byte {
 
 // startChild starts the bashcall process of one call, which waits for
 // its request.
-func (s *spool) startChild() (*warmChild, error) {
+func (s *spool) startChild(warm bool) (*warmChild, error) {
 	args := []string{"-state-dir", s.inv.stateDir}
+	if warm {
+		args = append(args, "-warm")
+	}
 	if s.cfgPath != "" {
 		args = append(args, "-config", s.cfgPath)
 	}

@@ -493,6 +493,9 @@ func TestSpoolWarmChild(t *testing.T) {
 		}
 		return warm != ""
 	})
+	if cmd, _ := os.ReadFile("/proc/" + warm + "/cmdline"); !strings.Contains(string(cmd), "\x00-warm\x00") {
+		t.Errorf("the child started ahead of its call does not warm up: %q", cmd)
+	}
 	time.Sleep(200 * time.Millisecond) // well into its wait for a request
 	if err := os.WriteFile(e.config, []byte("[sandbox]\nmode = \"danger-full-access\"\n[env]\nset = { WHICH = \"after\" }\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -11,14 +11,22 @@ package main
 // request before it loads the config (runCall), so that an edit of the
 // config made after its start holds for its call. An idle child has
 // started nothing: the server kills it when it stops.
+//
+// A child started ahead (-warm) also runs, while it waits, what every call
+// runs first and what costs most the first time in a process: the
+// runtime's signal thread, JSON and TOML decoding, rendering and encoding
+// a response, the host probe and the native launcher's memfd (warmUp).
 
 import (
 	"bytes"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sync"
 	"syscall"
+
+	"github.com/BurntSushi/toml"
 )
 
 // warmChild is a bashcall process waiting for its request on stdin.
@@ -94,7 +102,7 @@ func (c *warmChild) discard() {
 
 // warmPool keeps up to want children started ahead of their calls.
 type warmPool struct {
-	start func() (*warmChild, error)
+	start func(warm bool) (*warmChild, error) // warm: started ahead of its call
 	want  int
 
 	mu       sync.Mutex
@@ -105,7 +113,7 @@ type warmPool struct {
 }
 
 // newWarmPool keeps want children from start waiting.
-func newWarmPool(want int, start func() (*warmChild, error)) *warmPool {
+func newWarmPool(want int, start func(warm bool) (*warmChild, error)) *warmPool {
 	return &warmPool{start: start, want: want}
 }
 
@@ -125,7 +133,7 @@ func (p *warmPool) take() (*warmChild, error) {
 		go c.discard()
 	}
 	p.mu.Unlock()
-	return p.start()
+	return p.start(false)
 }
 
 // refill starts children in the background until want of them wait.
@@ -136,7 +144,7 @@ func (p *warmPool) refill() {
 		p.spawning.Add(1)
 		go func() {
 			defer p.spawning.Done()
-			c, err := p.start()
+			c, err := p.start(true)
 			p.mu.Lock()
 			p.pending--
 			keep := err == nil && !p.closed
@@ -162,4 +170,43 @@ func (p *warmPool) close() {
 		c.discard()
 	}
 	p.spawning.Wait()
+}
+
+// warmConfig and warmRequest are what warmUp decodes: a config of every
+// section and a bash call.
+const (
+	warmConfig = "shell = \"bash\"\ntimeout_ms = 120000\n[background]\nenabled = true\nretention = \"24h\"\n" +
+		"[sandbox]\nmode = \"workspace-write\"\nwritable_roots = []\ndeny_read = [\"~/.ssh\"]\n" +
+		"[approval]\npolicy = \"ask\"\ncommand = []\n[env]\nkeep = []\nset = {}\n[spool]\nworkers = 4\n"
+	warmRequest = `{"name":"bash","arguments":{"command":"true","description":"warm","timeout_ms":1000},"session":{"id":"warm","cwd":"/"}}`
+)
+
+// warmUp runs, in a child waiting for its call, what each call runs first,
+// on values of its own, so that the call does not pay for the process's
+// first time through it. It reads nothing of the call's (not the config
+// file: that is read once the request is in) and changes nothing a call
+// can see: its results are dropped.
+func warmUp(getenv func(string) string) {
+	// The first signal.Notify of a process starts the runtime's signal
+	// thread. SIGWINCH, which bashcall ignores whether or not it is
+	// notified, starts it without catching anything: SIGINT and SIGTERM
+	// stay as they are until the call begins (runCall).
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGWINCH)
+	signal.Stop(c)
+	cfg := defaultConfig()
+	if _, err := toml.Decode(warmConfig, &cfg); err == nil {
+		cfg.validate()
+	}
+	if req, err := parseRequest([]byte(warmRequest)); err == nil {
+		parseBashArgs(req.Args)
+	}
+	exit := 0
+	r := &foregroundResult{Kind: "foreground", ExitCode: &exit, Sandbox: &sandboxFacts{}}
+	resp := &response{Present: &presentation{}, StructuredContent: r}
+	setText(resp, renderForeground(r, true), terminalCard(r, true))
+	writeResponse(io.Discard, resp, false)
+	if sup := sandboxSupport(getenv); sup.ABIErr == nil && getenv("BASHCALL_LAUNCHER") != "go" {
+		nativeLauncher()
+	}
 }

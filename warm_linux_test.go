@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// startWaiting starts c with a pipe for stdin and returns once one of its
+// threads blocks reading it: a -warm child has warmed up by then.
+// Its stdout goes to a file, read by output once it ended.
+func startWaiting(t testing.TB, c *exec.Cmd) (io.WriteCloser, func() string) {
+	t.Helper()
+	r, stdin, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.CreateTemp(t.TempDir(), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdin, c.Stdout = r, out
+	err = c.Start()
+	r.Close()
+	out.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); c.Process.Kill(); c.Process.Wait() })
+	reading := fmt.Sprintf("%d 0x0 ", unix.SYS_READ)
+	waitFor(t, 10*time.Second, "bashcall reading its request", func() bool {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", c.Process.Pid))
+		for _, task := range tasks {
+			if b, _ := os.ReadFile(task); strings.HasPrefix(string(b), reading) {
+				return true
+			}
+		}
+		return false
+	})
+	output := func() string {
+		b, _ := os.ReadFile(out.Name())
+		return string(b)
+	}
+	return stdin, output
+}
+
+// openLauncherMemfd reports whether pid holds the native launcher's memfd.
+func openLauncherMemfd(pid int) bool {
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fd); strings.HasPrefix(l, "/memfd:bashcall-launcher") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWarmChild: a child started with -warm (a server's warm child) has
+// readied the native launcher before its request comes (wherever
+// Landlock is: the config is not read yet), takes a SIGWINCH
+// while it waits as a cold child does (ignored), and answers its call as
+// a cold child does, unconfined and confined.
+func TestWarmChild(t *testing.T) {
+	envs := map[string]func(*testing.T) *testEnv{
+		"unconfined": func(t *testing.T) *testEnv { return newTestEnv(t, "") },
+		"confined":   func(t *testing.T) *testEnv { return newConfinedEnv(t, "") },
+	}
+	for name, env := range envs {
+		t.Run(name, func(t *testing.T) {
+			e := env(t)
+			answers := map[bool]string{}
+			for _, warm := range []bool{false, true} {
+				var args []string
+				if warm {
+					args = []string{"-warm"}
+				}
+				c := e.cmd(args...)
+				stdin, out := startWaiting(t, c)
+				// The config is read once the call is in: a warm child
+				// readies the launcher wherever Landlock is.
+				wantMemfd := warm && sandboxSupport(os.Getenv).ABIErr == nil && len(nativeLauncherBytes) > 0 && os.Getenv("BASHCALL_LAUNCHER") != "go"
+				if got := openLauncherMemfd(c.Process.Pid); got != wantMemfd {
+					t.Errorf("warm=%v: holds the launcher's memfd before its call: %v, want %v", warm, got, wantMemfd)
+				}
+				c.Process.Signal(syscall.SIGWINCH)
+				io.WriteString(stdin, bashReq(`echo "answered $(id -u)"; touch made`, ""))
+				stdin.Close()
+				if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+					t.Fatalf("warm=%v: bashcall ended with %v", warm, ws)
+				}
+				r := decodeResponse(t, out())
+				if r.IsError {
+					t.Fatalf("warm=%v: %+v", warm, r)
+				}
+				answers[warm] = r.text()
+				os.Remove(filepath.Join(e.workspace, "made"))
+			}
+			if want := "answered " + strconv.Itoa(os.Getuid()) + "\n"; answers[false] != want || answers[true] != want {
+				t.Errorf("cold answered %q, warm answered %q; want %q from both", answers[false], answers[true], want)
+			}
+		})
+	}
+}
+
+// TestWarmChildSignals: warming up catches no signal. A warm child that
+// waits for its request dies of SIGTERM as a cold one does (bashcall's
+// handling of SIGINT and SIGTERM begins with the call), and a SIGINT its
+// parent ignored stays ignored until the call, which is answered.
+func TestWarmChildSignals(t *testing.T) {
+	e := newTestEnv(t, "")
+	c := e.cmd("-warm")
+	startWaiting(t, c)
+	c.Process.Signal(syscall.SIGTERM)
+	if ws := waitExit(t, c.Process); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("a waiting warm child sent SIGTERM ended with %v, want killed by SIGTERM", ws)
+	}
+
+	bc := e.cmd("-warm")
+	c = exec.Command("bash", append([]string{"-c", `trap "" INT; exec "$0" "$@"`}, bc.Args...)...)
+	c.Dir, c.Env = bc.Dir, bc.Env
+	stdin, out := startWaiting(t, c)
+	for i := 0; i < 3; i++ {
+		c.Process.Signal(syscall.SIGINT)
+		time.Sleep(20 * time.Millisecond)
+	}
+	io.WriteString(stdin, bashReq("echo answered", ""))
+	stdin.Close()
+	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("bashcall ended with %v, want exit status 0", ws)
+	}
+	if r := decodeResponse(t, out()); r.IsError || r.text() != "answered\n" {
+		t.Errorf("response = %+v", r)
+	}
+}
+
+// BenchmarkWarmChild: what warming up saves a server's call. In each round
+// a child started with -warm and one without (in alternating order) are
+// each handed a call of true once they block reading their request; the
+// time is from the request to the child's end, medians over the rounds.
+//
+//	go test -run '^$' -bench WarmChild -benchtime 100x
+func BenchmarkWarmChild(b *testing.B) {
+	for _, mode := range []struct{ name, config string }{
+		{"unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"},
+		{"sandboxed", ""},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			if mode.config == "" && sandboxSupport(os.Getenv).ABIErr != nil {
+				b.Skip("needs Landlock")
+			}
+			e := newBenchEnv(b, mode.config)
+			req := bashReq("true", "")
+			call := func(warm bool) float64 {
+				c := exec.Command(e.bin, "-config", e.config, "-state-dir", e.state)
+				if warm {
+					c.Args = append(c.Args, "-warm")
+				}
+				c.Dir = e.work
+				c.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(e.work), "cache"))
+				stdin, out := startWaiting(b, c)
+				start := time.Now()
+				io.WriteString(stdin, req)
+				stdin.Close()
+				st, err := c.Process.Wait()
+				d := time.Since(start)
+				if err != nil || !st.Success() || !strings.Contains(out(), `"isError":false`) {
+					b.Fatalf("warm=%v: %v %v: %s", warm, err, st, out())
+				}
+				return float64(d) / float64(time.Millisecond)
+			}
+			var cold, warm samples
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%2 == 0 {
+					cold.add(call(false), 0)
+					warm.add(call(true), 0)
+				} else {
+					warm.add(call(true), 0)
+					cold.add(call(false), 0)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(cold.wall(), "cold-ms")
+			b.ReportMetric(warm.wall(), "warm-ms")
+			b.ReportMetric(warm.wall()/cold.wall(), "warm/cold")
+			b.ReportMetric(median(diffs(cold.walls, warm.walls)), "saved-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
