@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -144,84 +143,6 @@ func TestSpillEviction(t *testing.T) {
 	}
 	if b, err := os.ReadFile(aPath); err != nil || string(b) != wantN("A", 80000) {
 		t.Errorf("A's copy: %d bytes, %v; want the whole stream", len(b), err)
-	}
-}
-
-// TestSpillConcurrent: calls printing together more than the cap, all live
-// at once: none loses a copy it offers, those that cannot fit say
-// (unavailable) and leave no file, and the total never passes the cap.
-func TestSpillConcurrent(t *testing.T) {
-	e := newTestEnv(t, spillConfig)
-	gate := filepath.Join(e.workspace, "go")
-	var wg sync.WaitGroup
-	outs := make([]bytes.Buffer, 6)
-	errs := make([]error, 6)
-	for i := range outs {
-		ready := filepath.Join(e.workspace, fmt.Sprint("ready-", i))
-		cmd := fmt.Sprintf("%s; touch %s; while [ ! -e %s ]; do sleep 0.02; done", printN(fmt.Sprint(i), 80000), ready, gate)
-		c := e.cmd()
-		c.Stdin = strings.NewReader(bashReq(cmd, `"timeoutMs":60000`))
-		c.Stdout = &outs[i]
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill() })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.Wait()
-		}()
-	}
-	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) })
-	stop := make(chan struct{})
-	sampled := make(chan int64)
-	go func() {
-		var peak int64
-		for {
-			select {
-			case <-stop:
-				sampled <- peak
-				return
-			default:
-			}
-			peak = max(peak, copiesSize(e.stateDir))
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	waitFor(t, 30*time.Second, "every call to print", func() bool {
-		n, _ := filepath.Glob(filepath.Join(e.workspace, "ready-*"))
-		return len(n) == len(outs)
-	})
-	os.WriteFile(gate, nil, 0o600)
-	wg.Wait()
-	close(stop)
-	if peak := <-sampled; peak > 250000 {
-		t.Errorf("the copies held %d bytes at one point, over the 250000 cap", peak)
-	}
-	offered, unavailable := 0, 0
-	for i := range outs {
-		if errs[i] != nil {
-			t.Fatalf("call %d: %v", i, errs[i])
-		}
-		r := decodeResponse(t, outs[i].String())
-		s := stdoutResult(t, r)
-		switch {
-		case s.SpillPath != "":
-			offered++
-			if b, err := os.ReadFile(s.SpillPath); err != nil || string(b) != wantN(fmt.Sprint(i), 80000) {
-				t.Errorf("call %d offered %s: %d bytes, %v; want the whole stream", i, s.SpillPath, len(b), err)
-			}
-		case strings.HasSuffix(r.text(), markerTruncated(textUnavailable)):
-			unavailable++
-		default:
-			t.Errorf("call %d: neither a spill path nor (unavailable): %q", i, r.text())
-		}
-	}
-	if offered == 0 || unavailable == 0 {
-		t.Errorf("%d copies offered, %d unavailable; want some of each (6 x 80000 bytes against a 250000 cap)", offered, unavailable)
-	}
-	if files := spillFiles(e.stateDir); len(files) != offered {
-		t.Errorf("%d spill files left for %d offered: %v", len(files), offered, files)
 	}
 }
 

@@ -493,7 +493,12 @@ func TestSpoolWarmChild(t *testing.T) {
 		}
 		return warm != ""
 	})
-	if cmd, _ := os.ReadFile("/proc/" + warm + "/cmdline"); !strings.Contains(string(cmd), "\x00-warm\x00") {
+	var cmd []byte
+	waitFor(t, 10*time.Second, "the warm child's exec", func() bool {
+		cmd, _ = os.ReadFile("/proc/" + warm + "/cmdline")
+		return strings.HasPrefix(string(cmd), "bashcall\x00")
+	})
+	if !strings.Contains(string(cmd), "\x00-warm\x00") {
 		t.Errorf("the child started ahead of its call does not warm up: %q", cmd)
 	}
 	time.Sleep(200 * time.Millisecond) // well into its wait for a request
