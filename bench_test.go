@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -330,24 +331,57 @@ func BenchmarkThroughput(b *testing.B) {
 	e := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
 	const size = 1 << 30
 	produce := fmt.Sprintf("head -c %d /dev/zero", size)
-	_, empty := e.run(bashReq("true", ""))
+	empty := e.peakRSS(bashReq("true", ""))
 	var tPipe, tCall time.Duration
 	var peak int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tPipe += timeIt(func() { runCmd(b, "bash", "-c", produce+" | cat >/dev/null") })
-		tCall += timeIt(func() {
-			_, ru := e.run(bashReq(produce, ""))
-			peak = max(peak, ru.Maxrss)
-		})
+		tCall += timeIt(func() { e.run(bashReq(produce, "")) })
 	}
+	b.StopTimer()
+	peak = e.peakRSS(bashReq(produce, ""))
 	b.StopTimer()
 	b.ReportMetric(float64(size)*float64(b.N)/tPipe.Seconds()/1e6, "pipe-MB/s")
 	b.ReportMetric(float64(size)*float64(b.N)/tCall.Seconds()/1e6, "bashcall-MB/s")
 	b.ReportMetric(tPipe.Seconds()/tCall.Seconds(), "throughput-ratio")
-	b.ReportMetric(float64(empty.Maxrss)/1024, "empty-call-peak-MiB")
+	b.ReportMetric(float64(empty)/1024, "empty-call-peak-MiB")
 	b.ReportMetric(float64(peak)/1024, "1GB-call-peak-MiB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// peakRSS runs the binary on a request and returns its peak resident set
+// in KiB (VmHWM, read every millisecond while it runs). Not the rusage of
+// wait4: a child started by vfork, as Go starts one, carries the maximum
+// resident set of its parent's memory, which it shared until its exec, so
+// that figure is the benchmark's own.
+func (e *benchEnv) peakRSS(req string) int64 {
+	c := exec.Command(e.bin, "-config", e.config, "-state-dir", e.state)
+	c.Dir = e.work
+	c.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(e.work), "cache"))
+	c.Stdin = strings.NewReader(req)
+	if err := c.Start(); err != nil {
+		e.b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	var peak int64
+	for {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Process.Pid)); err == nil {
+			if _, v, ok := strings.Cut(string(b), "VmHWM:"); ok {
+				kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.Fields(v)[0], "kB"), 10, 64)
+				peak = max(peak, kib)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				e.b.Fatalf("%s: %v", req, err)
+			}
+			return peak
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // BenchmarkBackground: starting a background task against a foreground
