@@ -143,6 +143,7 @@ func (c *mcpCall) run() {
 	defer c.s.wg.Done()
 	resp := c.execute("")
 	if ar := resp.ApprovalRequired; ar != nil && c.s.canElicit() {
+		c.s.pool.refill() // for the approved run: it starts while the person answers
 		if answer := c.elicit(ar); answer != "" {
 			first := resp
 			resp = c.execute(answer)
@@ -150,6 +151,9 @@ func (c *mcpCall) run() {
 		}
 	}
 	c.finish(resp)
+	// The next call's process starts once this call is answered, not
+	// while its answer is being written: the two would share the cores.
+	c.s.pool.refill()
 }
 
 func (s *mcpServer) canElicit() bool {
@@ -271,9 +275,6 @@ func (c *mcpCall) execute(approval string) *childResponse {
 	c.mu.Lock()
 	c.proc = nil
 	c.mu.Unlock()
-	if feedR == nil {
-		c.s.pool.refill()
-	}
 	if relayed != nil {
 		// Only the process held the pipe's other end; the bound is for
 		// the unforeseen (a loaded machine can take a second to relay

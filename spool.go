@@ -213,6 +213,9 @@ func (s *spool) claim(name string) {
 		return
 	}
 	s.deliver(name, claimed, f, s.answer(f))
+	// The next call's process starts once this call is answered, not
+	// while its answer is being written: the two would share the cores.
+	s.pool.refill()
 }
 
 // take opens and locks new/NAME and renames it into cur/, returning the
@@ -280,7 +283,6 @@ func (s *spool) answer(f *os.File) []byte {
 	s.mu.Lock()
 	delete(s.children, c.cmd.Process)
 	s.mu.Unlock()
-	s.pool.refill()
 	if line := c.stdout.String(); strings.HasPrefix(line, "{") && strings.HasSuffix(line, "}\n") {
 		return []byte(line)
 	}
