@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -187,6 +188,12 @@ const (
 // file: that is read once the request is in) and changes nothing a call
 // can see: its results are dropped.
 func warmUp(getenv func(string) string) {
+	// A call's process runs one call, one step at a time: with a single
+	// P the runtime does not wake a second thread each time a goroutine
+	// (a pipe's pump, the wait for the command) becomes runnable, which
+	// in a VM is a cross-CPU wakeup each time. Set here, ahead of the
+	// call, its stop of the world costs the call nothing.
+	runtime.GOMAXPROCS(1)
 	// The first signal.Notify of a process starts the runtime's signal
 	// thread. SIGWINCH, which bashcall ignores whether or not it is
 	// notified, starts it without catching anything: SIGINT and SIGTERM
