@@ -341,7 +341,6 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	b.StopTimer()
 	peak = e.peakRSS(bashReq(produce, ""))
-	b.StopTimer()
 	b.ReportMetric(float64(size)*float64(b.N)/tPipe.Seconds()/1e6, "pipe-MB/s")
 	b.ReportMetric(float64(size)*float64(b.N)/tCall.Seconds()/1e6, "bashcall-MB/s")
 	b.ReportMetric(tPipe.Seconds()/tCall.Seconds(), "throughput-ratio")

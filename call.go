@@ -50,7 +50,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	// The request first, the settings after: a server's warm child
 	// (warm.go), started before its call, sees the config as it is when
 	// the call comes.
-	if *warmFlag {
+	if *warmFlag && !requestWaiting(stdin) {
 		warmUp(getenvFrom(environ))
 	}
 	data, rerr := readRequest(stdin)

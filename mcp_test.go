@@ -510,9 +510,17 @@ func TestMCPEndOfInput(t *testing.T) {
 		e := newTestEnv(t, fullAccess)
 		c := e.startMCP()
 		c.initialize(`{}`)
+		warm := func() bool {
+			procs := callProcesses(e.stateDir)
+			return len(procs) == 1 && strings.HasSuffix(procs[0], " -warm ")
+		}
+		waitFor(t, 10*time.Second, "the child started ahead of the first call", warm)
 		pidFile := filepath.Join(e.workspace, "pids")
 		c.send(rpcRequest(1, "tools/call", `{"name":"bash","arguments":`+mcpBashArgs("sleep 30 & echo $$ $! > "+pidFile+"; wait", "")+`}`))
 		pids := readPIDs(t, pidFile)
+		if !warm() {
+			t.Errorf("%s: the call does not run in the child started ahead of it, warmed up: %q", how, callProcesses(e.stateDir))
+		}
 		start := time.Now()
 		var rest []mcpMsg
 		if how == "eof" {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -86,6 +87,17 @@ func makeNativeLauncher(b []byte) (*os.File, error) {
 		return nil, fmt.Errorf("sealing the native launcher: %w", err)
 	}
 	return f, nil
+}
+
+// warmNativeLauncher makes the launcher's memfd ahead of a call (warmUp),
+// except where the kernel refuses executable memfds (vm.memfd_noexec = 2):
+// there trying logs a kernel warning, which a warm child whose call needs
+// no launcher would then cause.
+func warmNativeLauncher() {
+	if b, err := readProcFile("/proc/sys/vm/memfd_noexec"); err == nil && strings.TrimSpace(string(b)) >= "2" {
+		return
+	}
+	nativeLauncher()
 }
 
 // launcherReport says which launcher confines a call here.

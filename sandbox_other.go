@@ -22,10 +22,8 @@ func runLauncher(args []string) error {
 	return errors.New("the sandbox launcher is only supported on Linux")
 }
 
-// nativeLauncher reports that there is none: nothing is launched confined.
-func nativeLauncher() (*os.File, error) {
-	return nil, errors.New("the native launcher is only built for Linux")
-}
+// warmNativeLauncher has nothing to ready: nothing is launched confined.
+func warmNativeLauncher() {}
 
 // mountNamespace reports none: there is no launcher to give one to.
 func mountNamespace() nsKind { return nsNone }

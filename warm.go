@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/BurntSushi/toml"
+	"golang.org/x/sys/unix"
 )
 
 // warmChild is a bashcall process waiting for its request on stdin.
@@ -121,7 +122,8 @@ func newWarmPool(want int, start func(warm bool) (*warmChild, error)) *warmPool 
 // take returns a waiting child: a warm one, else one started now. It does
 // not wait for one being started: under a burst of calls, that one is for
 // a later call, and the calls of the burst start as they would without
-// the pool.
+// the pool. (Waiting for it measured no faster for a client that sends
+// its next call the moment it has an answer.)
 func (p *warmPool) take() (*warmChild, error) {
 	p.mu.Lock()
 	for len(p.idle) > 0 {
@@ -173,13 +175,27 @@ func (p *warmPool) close() {
 	p.spawning.Wait()
 }
 
+// requestWaiting reports whether the request is already there to be read:
+// a child whose call came while it started has no time to warm up, which
+// would only delay the call. A reader that is not a descriptor counts as
+// ready.
+func requestWaiting(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err != nil || n > 0
+}
+
 // warmConfig and warmRequest are what warmUp decodes: a config of every
 // section and a bash call.
 const (
 	warmConfig = "shell = \"bash\"\ntimeout_ms = 120000\n[background]\nenabled = true\nretention = \"24h\"\n" +
 		"[sandbox]\nmode = \"workspace-write\"\nwritable_roots = []\ndeny_read = [\"~/.ssh\"]\n" +
 		"[approval]\npolicy = \"ask\"\ncommand = []\n[env]\nkeep = []\nset = {}\n[spool]\nworkers = 4\n"
-	warmRequest = `{"name":"bash","arguments":{"command":"true","description":"warm","timeout_ms":1000},"session":{"id":"warm","cwd":"/"}}`
+	warmRequest = `{"name":"bash","arguments":{"command":"true","description":"warm","timeoutMs":1000},"session":{"id":"warm","cwd":"/"}}`
 )
 
 // warmUp runs, in a child waiting for its call, what each call runs first,
@@ -214,6 +230,6 @@ func warmUp(getenv func(string) string) {
 	setText(resp, renderForeground(r, true), terminalCard(r, true))
 	writeResponse(io.Discard, resp, false)
 	if sup := sandboxSupport(getenv); sup.ABIErr == nil && getenv("BASHCALL_LAUNCHER") != "go" {
-		nativeLauncher()
+		warmNativeLauncher()
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +42,11 @@ func startWaiting(t testing.TB, c *exec.Cmd) (io.WriteCloser, func() string) {
 	waitFor(t, 10*time.Second, "bashcall reading its request", func() bool {
 		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/syscall", c.Process.Pid))
 		for _, task := range tasks {
-			if b, _ := os.ReadFile(task); strings.HasPrefix(string(b), reading) {
+			b, err := os.ReadFile(task)
+			if errors.Is(err, fs.ErrPermission) {
+				t.Skip("needs root: bashcall is not dumpable, so only root reads its /proc/PID/task/*/syscall")
+			}
+			if strings.HasPrefix(string(b), reading) {
 				return true
 			}
 		}
@@ -87,7 +93,8 @@ func TestWarmChild(t *testing.T) {
 				stdin, out := startWaiting(t, c)
 				// The config is read once the call is in: a warm child
 				// readies the launcher wherever Landlock is.
-				wantMemfd := warm && sandboxSupport(os.Getenv).ABIErr == nil && len(nativeLauncherBytes) > 0 && os.Getenv("BASHCALL_LAUNCHER") != "go"
+				_, nerr := nativeLauncher()
+				wantMemfd := warm && sandboxSupport(os.Getenv).ABIErr == nil && nerr == nil && os.Getenv("BASHCALL_LAUNCHER") != "go"
 				if got := openLauncherMemfd(c.Process.Pid); got != wantMemfd {
 					t.Errorf("warm=%v: holds the launcher's memfd before its call: %v, want %v", warm, got, wantMemfd)
 				}
@@ -195,5 +202,85 @@ func BenchmarkWarmChild(b *testing.B) {
 			b.ReportMetric(median(diffs(cold.walls, warm.walls)), "saved-ms")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// TestRequestWaiting: a warm child warms up only while its request has
+// not come: data in its stdin, or the end of it, means the call is there.
+func TestRequestWaiting(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if requestWaiting(r) {
+		t.Error("an empty pipe counts as a request waiting")
+	}
+	w.WriteString("{")
+	if !requestWaiting(r) {
+		t.Error("a pipe holding data does not count as a request waiting")
+	}
+	r.Read(make([]byte, 1))
+	w.Close()
+	if !requestWaiting(r) {
+		t.Error("a pipe at its end does not count as a request waiting")
+	}
+	if !requestWaiting(strings.NewReader("")) {
+		t.Error("a reader that is no descriptor does not count as ready")
+	}
+}
+
+// TestWarmChildMemfdNoexec: where the kernel refuses executable memfds
+// (vm.memfd_noexec = 2, set here in a PID namespace of the test's own), a
+// warm child does not try to make the launcher's (the kernel would log a
+// warning for a call that may need no launcher), and still answers.
+func TestWarmChildMemfdNoexec(t *testing.T) {
+	if !inNamespace(t, "--pid", "--fork", "--mount-proc") {
+		return
+	}
+	if err := os.WriteFile("/proc/sys/vm/memfd_noexec", []byte("2"), 0); err != nil {
+		t.Skipf("cannot set vm.memfd_noexec in a PID namespace: %v (a kernel before 6.3)", err)
+	}
+	e := newTestEnv(t, "")
+	const refused = "memfd_create() requires MFD_NOEXEC_SEAL"
+	before, kmsgErr := kernelLogLines(refused)
+	c := e.cmd("-warm")
+	stdin, out := startWaiting(t, c)
+	if after, _ := kernelLogLines(refused); kmsgErr == nil && after != before {
+		t.Errorf("the warm child tried to make the launcher's memfd: the kernel logged %q %d times", refused, after-before)
+	} else if kmsgErr != nil {
+		t.Logf("not checked in the kernel log: %v", kmsgErr)
+	}
+	io.WriteString(stdin, bashReq("echo answered", ""))
+	stdin.Close()
+	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("bashcall ended with %v", ws)
+	}
+	if r := decodeResponse(t, out()); r.IsError || r.text() != "answered\n" {
+		t.Errorf("response = %+v", r)
+	}
+}
+
+// kernelLogLines counts the records of the kernel log (/dev/kmsg) that
+// hold s.
+func kernelLogLines(s string) (int, error) {
+	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	buf := make([]byte, 8192)
+	for {
+		k, err := syscall.Read(int(f.Fd()), buf)
+		if err == syscall.EPIPE { // a record overwritten while read
+			continue
+		}
+		if err != nil || k <= 0 {
+			return n, nil
+		}
+		if strings.Contains(string(buf[:k]), s) {
+			n++
+		}
 	}
 }
