@@ -21,6 +21,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -151,6 +152,12 @@ func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
 	var was workspacePin
 	switch err := readJSON(p, &was); {
 	case errors.Is(err, fs.ErrNotExist):
+		// Listed first: a pin the list lacks would leave its workspace
+		// out of other sessions' protection; one listed in vain costs
+		// nothing.
+		if err := inv.listWorkspace(canonical); err != nil {
+			return fmt.Errorf("listing the session's workspace: %w", err)
+		}
 		return writeJSON(p, &now)
 	case err != nil:
 		return fmt.Errorf("reading the session's workspace pin: %w", err)
@@ -160,21 +167,87 @@ func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
 	return nil
 }
 
-// otherWorkspaces lists the workspaces other sessions pinned (at most
-// 256), so that a command that can write where they lie (/tmp) cannot
-// plant code in their repositories either.
+// maxOtherWorkspaces bounds the other sessions' workspaces a call
+// protects: the most recently pinned.
+const maxOtherWorkspaces = 256
+
+// otherWorkspaces lists the workspaces other sessions pinned (the latest
+// maxOtherWorkspaces), so that a command that can write where they lie
+// (/tmp) cannot plant code in their repositories either. They are read
+// from the state dir's list of them, one file, rather than from every
+// session's pin: that cost a file per session on every confined call.
 func (inv *invocation) otherWorkspaces(mine string) []string {
-	pins, _ := filepath.Glob(filepath.Join(inv.stateDir, "sessions", "*", "workspaces", "*.json"))
+	data, err := os.ReadFile(inv.workspaceList())
+	if errors.Is(err, fs.ErrNotExist) {
+		data, err = inv.buildWorkspaceList()
+	}
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(data), "\n")
 	var out []string
 	seen := map[string]bool{mine: true}
-	for _, p := range pins[:min(len(pins), 256)] {
-		var pin workspacePin
-		if readJSON(p, &pin) == nil && !seen[pin.Path] {
-			seen[pin.Path] = true
-			out = append(out, pin.Path)
+	for i := len(lines) - 1; i >= 0 && len(out) < maxOtherWorkspaces; i-- {
+		var p string // a line being written meanwhile does not decode
+		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
 		}
 	}
 	return out
+}
+
+func (inv *invocation) workspaceList() string { return filepath.Join(inv.stateDir, "workspaces") }
+
+// listWorkspace adds a newly pinned workspace to the state dir's list.
+func (inv *invocation) listWorkspace(canonical string) error {
+	unlock, err := lockFile(inv.workspaceList() + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := inv.buildWorkspaceListLocked(); err != nil {
+		return err
+	}
+	line, _ := json.Marshal(canonical)
+	f, err := os.OpenFile(inv.workspaceList(), os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// buildWorkspaceList makes the list from the sessions' pins where there
+// is none yet (a state dir of a release before it), under its lock.
+func (inv *invocation) buildWorkspaceList() ([]byte, error) {
+	unlock, err := lockFile(inv.workspaceList() + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return inv.buildWorkspaceListLocked()
+}
+
+// buildWorkspaceListLocked returns the list, made from the pins if it
+// does not exist; the caller holds its lock.
+func (inv *invocation) buildWorkspaceListLocked() ([]byte, error) {
+	if data, err := os.ReadFile(inv.workspaceList()); !errors.Is(err, fs.ErrNotExist) {
+		return data, err
+	}
+	pins, _ := filepath.Glob(filepath.Join(inv.stateDir, "sessions", "*", "workspaces", "*.json"))
+	var b []byte
+	for _, p := range pins {
+		var pin workspacePin
+		if readJSON(p, &pin) == nil && filepath.IsAbs(pin.Path) {
+			line, _ := json.Marshal(pin.Path)
+			b = append(append(b, line...), '\n')
+		}
+	}
+	return b, writeFileAtomic(inv.workspaceList(), b)
 }
 
 // repairMode gives a directory or file of bashcall's own back its private

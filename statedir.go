@@ -23,6 +23,9 @@ package main
 //	sessions/<key>/pending/bash-N a completion notice not yet delivered
 //	sessions/<key>/mode           a standing sandbox mode
 //	sessions/<key>/workspaces/    the session's pinned workspace (control.go)
+//	workspaces                    every pinned workspace, a JSON string a
+//	                              line, oldest first (control.go)
+//	workspaces.lock               taken to add to it, or to build it
 //
 // Every directory is 0700 and every file 0600.
 
