@@ -342,7 +342,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	}
 	if p.sandbox.confined() {
 		p.sandbox.GoLauncher = inv.getenv("BASHCALL_LAUNCHER") == "go"
-		p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace)
+		p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace, p.sandbox.Writable)
 		if err := p.sandbox.protect(sup.NS); err != nil {
 			return err
 		}

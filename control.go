@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -171,25 +172,29 @@ func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
 // protects: the most recently pinned.
 const maxOtherWorkspaces = 256
 
-// otherWorkspaces lists the workspaces other sessions pinned (the latest
-// maxOtherWorkspaces), so that a command that can write where they lie
-// (/tmp) cannot plant code in their repositories either. They are read
-// from the state dir's list of them, one file, rather than from every
-// session's pin: that cost a file per session on every confined call.
-func (inv *invocation) otherWorkspaces(mine string) []string {
-	data, err := os.ReadFile(inv.workspaceList())
+// otherWorkspaces lists the workspaces other sessions pinned that lie in
+// writable (the latest maxOtherWorkspaces of them), so that a command that
+// can write where they lie (/tmp) cannot plant code in their repositories
+// either. They are read from the state dir's list of them, one file,
+// rather than from every session's pin: that cost a file per session on
+// every confined call. A list that cannot be read (a command of the
+// snapshot mechanism can chmod it; the mode is put back first) gives way
+// to the pins themselves.
+func (inv *invocation) otherWorkspaces(mine string, writable []string) []string {
+	inv.repairWorkspaceList()
+	data, err := readPrivate(inv.workspaceList())
 	if errors.Is(err, fs.ErrNotExist) {
 		data, err = inv.buildWorkspaceList()
 	}
-	if err != nil {
-		return nil
+	if err != nil && data == nil {
+		data = inv.workspacesFromPins() // fail closed: the pins themselves
 	}
 	lines := strings.Split(string(data), "\n")
 	var out []string
 	seen := map[string]bool{mine: true}
 	for i := len(lines) - 1; i >= 0 && len(out) < maxOtherWorkspaces; i-- {
 		var p string // a line being written meanwhile does not decode
-		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] {
+		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] && containing(p, writable) != "" {
 			seen[p] = true
 			out = append(out, p)
 		}
@@ -201,15 +206,20 @@ func (inv *invocation) workspaceList() string { return filepath.Join(inv.stateDi
 
 // listWorkspace adds a newly pinned workspace to the state dir's list.
 func (inv *invocation) listWorkspace(canonical string) error {
+	inv.repairWorkspaceList()
 	unlock, err := lockFile(inv.workspaceList() + ".lock")
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if _, err := inv.buildWorkspaceListLocked(); err != nil {
+	data, err := inv.buildWorkspaceListLocked()
+	if err != nil {
 		return err
 	}
 	line, _ := json.Marshal(canonical)
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		line = append([]byte{'\n'}, line...) // after a torn line
+	}
 	f, err := os.OpenFile(inv.workspaceList(), os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
@@ -235,9 +245,37 @@ func (inv *invocation) buildWorkspaceList() ([]byte, error) {
 // buildWorkspaceListLocked returns the list, made from the pins if it
 // does not exist; the caller holds its lock.
 func (inv *invocation) buildWorkspaceListLocked() ([]byte, error) {
-	if data, err := os.ReadFile(inv.workspaceList()); !errors.Is(err, fs.ErrNotExist) {
+	if data, err := readPrivate(inv.workspaceList()); !errors.Is(err, fs.ErrNotExist) {
 		return data, err
 	}
+	b := inv.workspacesFromPins()
+	return b, writeFileAtomic(inv.workspaceList(), b)
+}
+
+// repairWorkspaceList puts back the private mode of the list and its
+// lock, which a confined command of the snapshot mechanism can chmod
+// (Landlock does not govern chmod): unreadable, they would leave other
+// sessions' workspaces unprotected and fail every new session's first call.
+func (inv *invocation) repairWorkspaceList() {
+	for _, p := range []string{inv.workspaceList(), inv.workspaceList() + ".lock"} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().Perm() != 0o600 {
+			repairMode(p, fi)
+		}
+	}
+}
+
+// readPrivate reads a file of the state dir without following a symlink.
+func readPrivate(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// workspacesFromPins is the list made from the sessions' pins.
+func (inv *invocation) workspacesFromPins() []byte {
 	pins, _ := filepath.Glob(filepath.Join(inv.stateDir, "sessions", "*", "workspaces", "*.json"))
 	var b []byte
 	for _, p := range pins {
@@ -247,7 +285,7 @@ func (inv *invocation) buildWorkspaceListLocked() ([]byte, error) {
 			b = append(append(b, line...), '\n')
 		}
 	}
-	return b, writeFileAtomic(inv.workspaceList(), b)
+	return b
 }
 
 // repairMode gives a directory or file of bashcall's own back its private

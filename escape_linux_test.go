@@ -401,3 +401,52 @@ func TestReadOnlyMountStays(t *testing.T) {
 		t.Errorf("a read-only mount became writable: %q", r.text())
 	}
 }
+
+// TestWorkspaceListTampering: a confined command that chmods the state
+// dir's list of pinned workspaces, its lock and the task lock (Landlock
+// does not govern chmod; the snapshot mechanism does not bind the state
+// dir read-only) neither lifts the protection of another session's
+// workspace nor makes a new session's first call or a background start
+// fail: the modes are put back.
+func TestWorkspaceListTampering(t *testing.T) {
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			wsA, err := os.MkdirTemp("/tmp", "bashcall-ws-a-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(wsA)
+			newRepo(t, wsA)
+			if os.Geteuid() == 0 {
+				exec.Command("chown", "-R", fmt.Sprint(nobodyID), wsA).Run()
+				e.asNobody()
+			}
+			e.call(sessionCall("true", "A", wsA, ""))
+			bg := `{"command":"true","description":"d","run_in_background":true}`
+			if r := e.call(sessionReq("bash", bg, "B")); r.text() != textStarted("bash-1") {
+				t.Fatalf("start: %q", r.text())
+			}
+			e.call(sessionCall(`chmod 000 "$BASHCALL_HOME/workspaces" "$BASHCALL_HOME/workspaces.lock" "$BASHCALL_HOME/lock"; true`, "B", e.workspace, ""))
+			plant := fmt.Sprintf(`printf '#!/bin/sh\necho planted\n' > %q/.git/hooks/pre-commit; true`, wsA)
+			e.call(sessionCall(plant, "B", e.workspace, ""))
+			if _, err := os.Stat(filepath.Join(wsA, ".git/hooks/pre-commit")); err == nil {
+				t.Error("session B planted a hook in session A's workspace after chmodding the list")
+			}
+			wsC := filepath.Join(e.dir, "wsC")
+			os.Mkdir(wsC, 0o777)
+			if r := e.call(sessionCall("echo C-ran", "C", wsC, "")); r.text() != "C-ran\n" {
+				t.Errorf("a new session's first call after the chmod: %q", r.text())
+			}
+			if r := e.call(sessionReq("bash", bg, "B")); r.text() != textStarted("bash-2") {
+				t.Errorf("a background start after the chmod: %q", r.text())
+			}
+			for _, n := range []string{"workspaces", "workspaces.lock", "lock"} {
+				if fi, err := os.Stat(filepath.Join(e.stateDir, n)); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: %v, %v; want mode 0600", n, fi.Mode(), err)
+				}
+			}
+		})
+	}
+}

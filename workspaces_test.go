@@ -31,7 +31,7 @@ func TestWorkspaceList(t *testing.T) {
 	if err := inv.pinWorkspace("s1", ws[1], ws[1]); err != nil { // pinned already
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{ws[2], ws[1]}, inv.otherWorkspaces(ws[0])); d != "" {
+	if d := cmp.Diff([]string{ws[2], ws[1]}, inv.otherWorkspaces(ws[0], []string{"/"})); d != "" {
 		t.Errorf("other workspaces (-want +got):\n%s", d)
 	}
 	if b, _ := os.ReadFile(inv.workspaceList()); strings.Count(string(b), "\n") != 3 {
@@ -39,7 +39,7 @@ func TestWorkspaceList(t *testing.T) {
 	}
 
 	os.Remove(inv.workspaceList())
-	got := inv.otherWorkspaces(ws[0])
+	got := inv.otherWorkspaces(ws[0], []string{"/"})
 	if len(got) != 2 || !contains(got, ws[1]) || !contains(got, ws[2]) {
 		t.Errorf("without a list: %q, want %q and %q", got, ws[1], ws[2])
 	}
@@ -47,13 +47,38 @@ func TestWorkspaceList(t *testing.T) {
 		t.Errorf("the list rebuilt from the pins: %q, %v", b, err)
 	}
 
+	// A line cut short (a full disk) does not swallow the next one.
+	os.WriteFile(inv.workspaceList(), []byte(`"`+ws[1]+"\n"+`"/cut-sh`), 0o600)
+	d := filepath.Join(base, "w3")
+	os.Mkdir(d, 0o700)
+	if err := inv.pinWorkspace("s3", d, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := inv.otherWorkspaces(ws[0], []string{"/"}); !contains(got, d) {
+		t.Errorf("after a torn line: %q, want %q among them", got, d)
+	}
+
+	// Only those in a writable dir count, each once, before the cap.
 	var b strings.Builder
+	fmt.Fprintf(&b, "%q\n", "/tmp/early")
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&b, "%q\n%q\n", "/home/u/w", fmt.Sprint("/home/u/x", i))
+	}
+	os.WriteFile(inv.workspaceList(), []byte(b.String()), 0o600)
+	if got := inv.otherWorkspaces("", []string{"/tmp"}); len(got) != 1 || got[0] != "/tmp/early" {
+		t.Errorf("in /tmp, behind 601 lines elsewhere: %q, want [/tmp/early]", got)
+	}
+	if got := inv.otherWorkspaces("", []string{"/home/u/w"}); len(got) != 1 {
+		t.Errorf("a workspace listed 300 times: %q, want it once", got)
+	}
+
+	b.Reset()
 	for i := 0; i < 300; i++ {
 		fmt.Fprintf(&b, "%q\n", fmt.Sprint("/w/", i))
 	}
 	b.WriteString(`"/w/partial`)
 	os.WriteFile(inv.workspaceList(), []byte(b.String()), 0o600)
-	got = inv.otherWorkspaces("/w/299")
+	got = inv.otherWorkspaces("/w/299", []string{"/"})
 	if len(got) != maxOtherWorkspaces || got[0] != "/w/298" || got[len(got)-1] != "/w/43" {
 		t.Errorf("from 300 listed: %d, first %q, last %q; want %d from /w/298 to /w/43", len(got), got[0], got[len(got)-1], maxOtherWorkspaces)
 	}
@@ -107,7 +132,7 @@ func TestWorkspaceListConcurrentPins(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	got := inv.otherWorkspaces("")
+	got := inv.otherWorkspaces("", []string{"/"})
 	for _, w := range want {
 		if !contains(got, w) {
 			t.Errorf("%q is not listed: %q", w, got)
