@@ -424,11 +424,13 @@ func TestWorkspaceListTampering(t *testing.T) {
 				e.asNobody()
 			}
 			e.call(sessionCall("true", "A", wsA, ""))
+			printBig := sessionCall("head -c 100000 /dev/zero | tr '\\0' x", "B", e.workspace, "")
+			e.call(printBig) // makes spill.lock
 			bg := `{"command":"true","description":"d","run_in_background":true}`
 			if r := e.call(sessionReq("bash", bg, "B")); r.text() != textStarted("bash-1") {
 				t.Fatalf("start: %q", r.text())
 			}
-			e.call(sessionCall(`chmod 000 "$BASHCALL_HOME/workspaces" "$BASHCALL_HOME/workspaces.lock" "$BASHCALL_HOME/lock"; true`, "B", e.workspace, ""))
+			e.call(sessionCall(`chmod 000 "$BASHCALL_HOME/workspaces" "$BASHCALL_HOME/workspaces.lock" "$BASHCALL_HOME/lock" "$BASHCALL_HOME/spill.lock"; true`, "B", e.workspace, ""))
 			plant := fmt.Sprintf(`printf '#!/bin/sh\necho planted\n' > %q/.git/hooks/pre-commit; true`, wsA)
 			e.call(sessionCall(plant, "B", e.workspace, ""))
 			if _, err := os.Stat(filepath.Join(wsA, ".git/hooks/pre-commit")); err == nil {
@@ -442,7 +444,12 @@ func TestWorkspaceListTampering(t *testing.T) {
 			if r := e.call(sessionReq("bash", bg, "B")); r.text() != textStarted("bash-2") {
 				t.Errorf("a background start after the chmod: %q", r.text())
 			}
-			for _, n := range []string{"workspaces", "workspaces.lock", "lock"} {
+			big := e.call(printBig)
+			if s := stdoutResult(t, big); s.SpillPath == "" {
+				text := big.text()
+				t.Errorf("no complete copy after the chmod: %q", text[max(0, len(text)-120):])
+			}
+			for _, n := range []string{"workspaces", "workspaces.lock", "lock", "spill.lock"} {
 				if fi, err := os.Stat(filepath.Join(e.stateDir, n)); err != nil || fi.Mode().Perm() != 0o600 {
 					t.Errorf("%s: %v, %v; want mode 0600", n, fi.Mode(), err)
 				}

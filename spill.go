@@ -28,6 +28,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,6 +68,12 @@ func (c *spillCap) step() int64 {
 func (c *spillCap) lock() (func(), error) {
 	p := filepath.Join(c.stateDir, "spill.lock")
 	f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, fs.ErrPermission) { // a command chmodded it: see lockFile
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
+			repairMode(p, fi)
+			f, err = os.OpenFile(p, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("locking spill files: %w", err)
 	}
