@@ -56,6 +56,25 @@ type benchEnv struct {
 	env                      []string // added to the environment
 }
 
+// benchModes are the two ways a server's call is measured: unconfined,
+// and sandboxed where Landlock is.
+type benchMode struct{ name, config string }
+
+var benchModes = []benchMode{
+	{"unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"},
+	{"sandboxed", ""},
+}
+
+// env is a benchEnv with the mode's config, skipping a sandboxed mode
+// the kernel cannot confine.
+func (m benchMode) env(b *testing.B) *benchEnv {
+	b.Helper()
+	if m.config == "" && sandboxSupport(os.Getenv).ABIErr != nil {
+		b.Skip("needs Landlock")
+	}
+	return newBenchEnv(b, m.config)
+}
+
 func newBenchEnv(b *testing.B, config string) *benchEnv {
 	dir, err := os.MkdirTemp(testBase, "bench-")
 	if err != nil {
@@ -570,15 +589,9 @@ func BenchmarkGitGuard(b *testing.B) {
 // serve (one worker) and a running bashcall mcp, against bash -c true and
 // a one-shot call on stdin, interleaved; unconfined and sandboxed.
 func BenchmarkServerLatency(b *testing.B) {
-	for _, mode := range []struct{ name, config string }{
-		{"unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"},
-		{"sandboxed", ""},
-	} {
+	for _, mode := range benchModes {
 		b.Run(mode.name, func(b *testing.B) {
-			if mode.config == "" && sandboxSupport(os.Getenv).ABIErr != nil {
-				b.Skip("needs Landlock")
-			}
-			e := newBenchEnv(b, mode.config)
+			e := mode.env(b)
 			req := bashReq("true", "")
 			spool := filepath.Join(filepath.Dir(e.work), "spool") // not in the workspace: a control path
 			serve := exec.Command(e.bin, "serve", "-config", e.config, "-state-dir", e.state, "-spool", spool, "-workers", "1")

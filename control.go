@@ -178,10 +178,9 @@ const maxOtherWorkspaces = 256
 // either. They are read from the state dir's list of them, one file,
 // rather than from every session's pin: that cost a file per session on
 // every confined call. A list that cannot be read (a command of the
-// snapshot mechanism can chmod it; the mode is put back first) gives way
+// snapshot mechanism can chmod it; openOwn puts the mode back) gives way
 // to the pins themselves.
 func (inv *invocation) otherWorkspaces(mine string, writable []string) []string {
-	inv.repairWorkspaceList()
 	data, err := readPrivate(inv.workspaceList())
 	if errors.Is(err, fs.ErrNotExist) {
 		data, err = inv.buildWorkspaceList()
@@ -206,7 +205,6 @@ func (inv *invocation) workspaceList() string { return filepath.Join(inv.stateDi
 
 // listWorkspace adds a newly pinned workspace to the state dir's list.
 func (inv *invocation) listWorkspace(canonical string) error {
-	inv.repairWorkspaceList()
 	unlock, err := lockFile(inv.workspaceList() + ".lock")
 	if err != nil {
 		return err
@@ -220,7 +218,7 @@ func (inv *invocation) listWorkspace(canonical string) error {
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		line = append([]byte{'\n'}, line...) // after a torn line
 	}
-	f, err := os.OpenFile(inv.workspaceList(), os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
+	f, err := openOwn(inv.workspaceList(), os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return err
 	}
@@ -252,21 +250,9 @@ func (inv *invocation) buildWorkspaceListLocked() ([]byte, error) {
 	return b, writeFileAtomic(inv.workspaceList(), b)
 }
 
-// repairWorkspaceList puts back the private mode of the list and its
-// lock, which a confined command of the snapshot mechanism can chmod
-// (Landlock does not govern chmod): unreadable, they would leave other
-// sessions' workspaces unprotected and fail every new session's first call.
-func (inv *invocation) repairWorkspaceList() {
-	for _, p := range []string{inv.workspaceList(), inv.workspaceList() + ".lock"} {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode().Perm() != 0o600 {
-			repairMode(p, fi)
-		}
-	}
-}
-
-// readPrivate reads a file of the state dir without following a symlink.
+// readPrivate reads a file of the state dir (openOwn).
 func readPrivate(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openOwn(p, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +272,22 @@ func (inv *invocation) workspacesFromPins() []byte {
 		}
 	}
 	return b
+}
+
+// openOwn opens a file of the state dir (never through a symlink). One of
+// bashcall's own that a command made unreadable or unwritable (Landlock
+// does not govern chmod) gets its private mode back and is opened again,
+// rather than failing every later call that needs it.
+func openOwn(p string, flag int) (*os.File, error) {
+	flag |= syscall.O_NOFOLLOW
+	f, err := os.OpenFile(p, flag, 0o600)
+	if errors.Is(err, fs.ErrPermission) {
+		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
+			repairMode(p, fi)
+			f, err = os.OpenFile(p, flag, 0o600)
+		}
+	}
+	return f, err
 }
 
 // repairMode gives a directory or file of bashcall's own back its private

@@ -28,7 +28,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,13 +66,7 @@ func (c *spillCap) step() int64 {
 // (and report what it cannot delete) on a read-only state dir.
 func (c *spillCap) lock() (func(), error) {
 	p := filepath.Join(c.stateDir, "spill.lock")
-	f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, fs.ErrPermission) { // a command chmodded it: see lockFile
-		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
-			repairMode(p, fi)
-			f, err = os.OpenFile(p, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-		}
-	}
+	f, err := openOwn(p, os.O_RDONLY|os.O_CREATE)
 	if err != nil {
 		return nil, fmt.Errorf("locking spill files: %w", err)
 	}

@@ -127,17 +127,10 @@ func writeJSON(p string, v any) error {
 	return writeFileAtomic(p, b)
 }
 
-// lockFile takes an exclusive flock, creating the file if need be. A lock
-// file of bashcall's own whose mode a command changed (Landlock does not
-// govern chmod) gets its mode back rather than failing every later call.
+// lockFile takes an exclusive flock, creating the file if need be (and
+// putting its mode back: openOwn).
 func lockFile(p string) (func(), error) {
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if errors.Is(err, fs.ErrPermission) {
-		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
-			repairMode(p, fi)
-			f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-		}
-	}
+	f, err := openOwn(p, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, err
 	}

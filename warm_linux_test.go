@@ -59,6 +59,20 @@ func startWaiting(t testing.TB, c *exec.Cmd) (io.WriteCloser, func() string) {
 	return stdin, output
 }
 
+// answers hands c, waiting from startWaiting, a call of echo and checks
+// that it answers it and exits 0.
+func answers(t *testing.T, c *exec.Cmd, stdin io.WriteCloser, out func() string) {
+	t.Helper()
+	io.WriteString(stdin, bashReq("echo answered", ""))
+	stdin.Close()
+	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("bashcall ended with %v, want exit status 0", ws)
+	}
+	if r := decodeResponse(t, out()); r.IsError || r.text() != "answered\n" {
+		t.Errorf("response = %+v", r)
+	}
+}
+
 // openLauncherMemfd reports whether pid holds the native launcher's memfd.
 func openLauncherMemfd(pid int) bool {
 	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
@@ -139,14 +153,7 @@ func TestWarmChildSignals(t *testing.T) {
 		c.Process.Signal(syscall.SIGINT)
 		time.Sleep(20 * time.Millisecond)
 	}
-	io.WriteString(stdin, bashReq("echo answered", ""))
-	stdin.Close()
-	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
-		t.Fatalf("bashcall ended with %v, want exit status 0", ws)
-	}
-	if r := decodeResponse(t, out()); r.IsError || r.text() != "answered\n" {
-		t.Errorf("response = %+v", r)
-	}
+	answers(t, c, stdin, out)
 }
 
 // BenchmarkWarmChild: what warming up saves a server's call. In each round
@@ -156,15 +163,9 @@ func TestWarmChildSignals(t *testing.T) {
 //
 //	go test -run '^$' -bench WarmChild -benchtime 100x
 func BenchmarkWarmChild(b *testing.B) {
-	for _, mode := range []struct{ name, config string }{
-		{"unconfined", "[sandbox]\nmode = \"danger-full-access\"\n"},
-		{"sandboxed", ""},
-	} {
+	for _, mode := range benchModes {
 		b.Run(mode.name, func(b *testing.B) {
-			if mode.config == "" && sandboxSupport(os.Getenv).ABIErr != nil {
-				b.Skip("needs Landlock")
-			}
-			e := newBenchEnv(b, mode.config)
+			e := mode.env(b)
 			req := bashReq("true", "")
 			call := func(warm bool) float64 {
 				c := exec.Command(e.bin, "-config", e.config, "-state-dir", e.state)
@@ -251,14 +252,7 @@ func TestWarmChildMemfdNoexec(t *testing.T) {
 	} else if kmsgErr != nil {
 		t.Logf("not checked in the kernel log: %v", kmsgErr)
 	}
-	io.WriteString(stdin, bashReq("echo answered", ""))
-	stdin.Close()
-	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
-		t.Fatalf("bashcall ended with %v", ws)
-	}
-	if r := decodeResponse(t, out()); r.IsError || r.text() != "answered\n" {
-		t.Errorf("response = %+v", r)
-	}
+	answers(t, c, stdin, out)
 }
 
 // kernelLogLines counts the records of the kernel log (/dev/kmsg) that
