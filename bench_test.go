@@ -207,12 +207,26 @@ func BenchmarkCallOverhead(b *testing.B) {
 //
 //	BASHCALL_BENCH_BASE=HEAD~1 go test -run '^$' -bench UnconfinedCall -benchtime 500x
 func BenchmarkUnconfinedCall(b *testing.B) {
-	full := newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
+	benchCall(b, "[sandbox]\nmode = \"danger-full-access\"\n", "unconfined")
+}
+
+// BenchmarkSandboxedCall is BenchmarkUnconfinedCall for a call confined
+// as configured by default (workspace-write), with the native launcher
+// where there is one.
+//
+//	BASHCALL_BENCH_BASE=HEAD~1 go test -run '^$' -bench SandboxedCall -benchtime 500x
+func BenchmarkSandboxedCall(b *testing.B) {
+	requireABI(b, 1)
+	benchCall(b, "", "sandboxed")
+}
+
+func benchCall(b *testing.B, config, name string) {
+	full := newBenchEnv(b, config)
 	req := bashReq("true", "")
 	floor := buildFloor(b)
 	var base *benchEnv
 	if rev := os.Getenv("BASHCALL_BENCH_BASE"); rev != "" {
-		base = newBenchEnv(b, "[sandbox]\nmode = \"danger-full-access\"\n")
+		base = newBenchEnv(b, config)
 		base.bin = buildRevision(b, rev)
 	}
 	var bash, fl, cur, old samples
@@ -239,10 +253,10 @@ func BenchmarkUnconfinedCall(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(bash.wall(), "bash-ms")
 	b.ReportMetric(fl.wall(), "go-floor-ms")
-	b.ReportMetric(cur.wall(), "unconfined-ms")
-	b.ReportMetric(cur.wall()/bash.wall(), "unconfined/bash")
+	b.ReportMetric(cur.wall(), name+"-ms")
+	b.ReportMetric(cur.wall()/bash.wall(), name+"/bash")
 	b.ReportMetric(cur.wall()-fl.wall(), "over-floor-ms")
-	b.ReportMetric(cur.cpu(), "unconfined-cpu-ms")
+	b.ReportMetric(cur.cpu(), name+"-cpu-ms")
 	b.ReportMetric(fl.cpu(), "go-floor-cpu-ms")
 	if base != nil {
 		b.ReportMetric(old.wall(), "base-ms")

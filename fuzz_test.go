@@ -70,3 +70,25 @@ func FuzzTempName(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCallRecord: the hand-built call record is byte for byte what
+// encoding/json writes, whatever the values.
+func FuzzCallRecord(f *testing.F) {
+	f.Add(4242, uint64(1234567), "2b790d47-87b5-426c-9852-6f163999a0b1", 0, uint64(0), "", uint64(0), uint64(0), uint64(0))
+	f.Add(-1, uint64(1<<63), "a\"b\\c<d>&\u2028\x01", 1<<31, uint64(99), "", uint64(7), uint64(8), uint64(1))
+	f.Add(0, uint64(0), "", 7, uint64(1), "\xff", uint64(1)<<63, uint64(0), uint64(5))
+	f.Fuzz(func(t *testing.T, pid int, start uint64, boot string, leader int, leaderStart uint64, leaderBoot string, pipe1, pipe2, since uint64) {
+		r := &callRecord{Caller: procRecord{PID: pid, Start: start, BootID: boot},
+			Tree: treeRecord{procRecord: procRecord{PID: leader, Start: leaderStart, BootID: leaderBoot}, Since: since}}
+		for _, p := range []uint64{pipe1, pipe2} {
+			if p != 0 {
+				r.Tree.Pipes = append(r.Tree.Pipes, p)
+			}
+		}
+		got, err := r.line()
+		want, werr := jsonLine(r)
+		if err != nil || werr != nil || string(got) != string(want) {
+			t.Errorf("line() = %s (%v), encoding/json writes %s (%v)", got, err, want, werr)
+		}
+	})
+}

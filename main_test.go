@@ -132,7 +132,7 @@ func newConfinedEnv(t *testing.T, config string) *testEnv {
 }
 
 // requireABI skips a test the kernel cannot run, saying why.
-func requireABI(t *testing.T, want int) int {
+func requireABI(t testing.TB, want int) int {
 	t.Helper()
 	sup := sandboxSupport(os.Getenv) // BASHCALL_DISABLE_LANDLOCK=1 too
 	abi, err := sup.ABI, sup.ABIErr
