@@ -108,9 +108,19 @@ func readProcStat(pid int) (procStat, error) {
 // procStartTime is a process's start time, the half of its identity that a
 // reused pid does not share.
 func procStartTime(pid int) (uint64, error) {
+	if pid == os.Getpid() {
+		return selfStart()
+	}
 	s, err := readProcStat(pid)
 	return s.start, err
 }
+
+// selfStart is this process's start time, read once: every foreground
+// call needs it twice before its command runs.
+var selfStart = sync.OnceValues(func() (uint64, error) {
+	s, err := readProcStat(os.Getpid())
+	return s.start, err
+})
 
 // scanProcs reads every process's stat.
 func scanProcs() map[int]procStat {
