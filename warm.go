@@ -19,6 +19,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -196,6 +197,7 @@ const (
 		"[sandbox]\nmode = \"workspace-write\"\nwritable_roots = []\ndeny_read = [\"~/.ssh\"]\n" +
 		"[approval]\npolicy = \"ask\"\ncommand = []\n[env]\nkeep = []\nset = {}\n[spool]\nworkers = 4\n"
 	warmRequest = `{"name":"bash","arguments":{"command":"true","description":"warm","timeoutMs":1000},"session":{"id":"warm","cwd":"/"}}`
+	warmPin     = `{"given":"/","path":"/","dev":1,"ino":2}`
 )
 
 // warmUp runs, in a child waiting for its call, what each call runs first,
@@ -224,6 +226,7 @@ func warmUp(getenv func(string) string) {
 	if req, err := parseRequest([]byte(warmRequest)); err == nil {
 		parseBashArgs(req.Args)
 	}
+	json.Unmarshal([]byte(warmPin), new(workspacePin)) // a session's call reads its pin
 	exit := 0
 	r := &foregroundResult{Kind: "foreground", ExitCode: &exit, Sandbox: &sandboxFacts{}}
 	resp := &response{Present: &presentation{}, StructuredContent: r}
