@@ -85,7 +85,25 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		// millisecond), except in a test that answers call after call.
 		defer signal.Stop(inv.abort)
 	}
-	return writeResponse(stdout, inv.handle(req), *textFlag)
+	err = writeResponse(stdout, inv.handle(req), *textFlag)
+	releaseStdout(stdout)
+	return err
+}
+
+// releaseStdout lets go of the host's stdout once the response is written
+// and what it held released: a server reading its child's stdout to the
+// end answers on that, not on the child's exit, which can take a
+// millisecond more. Descriptor 1 then reads /dev/null, so that no file
+// opened later can take its number.
+func releaseStdout(stdout io.Writer) {
+	f, ok := stdout.(*os.File)
+	if !ok || testOnlyInProcess {
+		return
+	}
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		dupOnto(int(null.Fd()), int(f.Fd()))
+		null.Close()
+	}
 }
 
 // answerFailure answers a call that bashcall cannot serve at all (a bad

@@ -408,7 +408,13 @@ func TestMCPCancel(t *testing.T) {
 	e := newTestEnv(t, fullAccess)
 	c := e.startMCP()
 	c.initialize(`{}`)
-	c.callTool("bg", "bash", mcpBashArgs("true", `"run_in_background":true`), "")
+	// The task outlives its start (it waits for the gate), or its notice
+	// could go out with its own start's answer.
+	gate := filepath.Join(e.workspace, "gate")
+	c.callTool("bg", "bash", mcpBashArgs("until [ -e "+gate+" ]; do sleep 0.01; done", `"run_in_background":true`), "")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 10*time.Second, "the task to settle", func() bool {
 		_, err := os.Stat(filepath.Join(e.stateDir, "tasks", "bash-1", "status.json"))
 		return err == nil
@@ -615,9 +621,15 @@ func TestMCPBackgroundNotice(t *testing.T) {
 	e := newTestEnv(t, fullAccess)
 	c := e.startMCP()
 	c.initialize(`{}`)
-	res, _ := c.callTool(1, "bash", mcpBashArgs("echo bg", `"run_in_background":true`), "")
-	if res.Content[0].Text != "started background task bash-1" {
+	// The task outlives its start, or its notice could go out with the
+	// start's own answer.
+	gate := filepath.Join(e.workspace, "gate")
+	res, _ := c.callTool(1, "bash", mcpBashArgs("until [ -e "+gate+" ]; do sleep 0.01; done; echo bg", `"run_in_background":true`), "")
+	if len(res.Content) != 1 || res.Content[0].Text != "started background task bash-1" {
 		t.Fatalf("start: %+v", res)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	want := "background bash task bash-1 finished completed, exit code: 0. Read its output with bash_output."
 	var got toolResult

@@ -271,7 +271,7 @@ func (c *mcpCall) execute(approval string) *childResponse {
 	if feedR != nil {
 		relayed = c.relay(feedR)
 	}
-	child.ask(data)
+	line, ok := child.ask(data)
 	c.mu.Lock()
 	c.proc = nil
 	c.mu.Unlock()
@@ -286,7 +286,14 @@ func (c *mcpCall) execute(approval string) *childResponse {
 			<-relayed
 		}
 	}
-	return parseChild(child.stdout.Bytes(), child.waitErr, child.errText.String())
+	if ok {
+		var r childResponse
+		if json.Unmarshal(line, &r) == nil && len(r.Content) > 0 {
+			return &r
+		}
+		<-child.exited
+	}
+	return parseChild(line, child.waitErr, child.errText.String())
 }
 
 // begin gives the call its process, unless the call was aborted meanwhile.

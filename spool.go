@@ -279,12 +279,12 @@ func (s *spool) answer(f *os.File) []byte {
 	s.mu.Lock()
 	s.children[c.cmd.Process] = true
 	s.mu.Unlock()
-	c.ask(data)
+	line, ok := c.ask(data)
 	s.mu.Lock()
 	delete(s.children, c.cmd.Process)
 	s.mu.Unlock()
-	if line := c.stdout.String(); strings.HasPrefix(line, "{") && strings.HasSuffix(line, "}\n") {
-		return []byte(line)
+	if ok {
+		return line
 	}
 	return errorLine(requestID(data), fmt.Errorf("bashcall failed (%v): %s", c.waitErr, strings.TrimSpace(c.errText.String())))
 }

@@ -64,6 +64,9 @@ func setSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
+// dupOnto makes newfd another descriptor of what oldfd opened.
+func dupOnto(oldfd, newfd int) error { return unix.Dup3(oldfd, newfd, 0) }
+
 // growPipe raises a pipe's buffer to 1 MiB, best effort, to cut context
 // switches when a command streams output.
 func growPipe(f *os.File) {

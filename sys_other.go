@@ -33,6 +33,8 @@ func selfExe() string {
 }
 func growPipe(*os.File) {}
 
+func dupOnto(oldfd, newfd int) error { return syscall.Dup2(oldfd, newfd) }
+
 func reexecCheck() error {
 	if _, err := os.Stat(selfExe()); err != nil {
 		return reexecError(err)

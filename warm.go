@@ -34,25 +34,25 @@ import (
 
 // warmChild is a bashcall process waiting for its request on stdin.
 type warmChild struct {
-	cmd     *exec.Cmd
-	stdin   *os.File     // the write end of its stdin
-	stdout  bytes.Buffer // its response, once it exited
-	stderr  limitedWriter
-	errText bytes.Buffer
-	exited  chan struct{} // closed once it exited and its output is in
-	waitErr error
-	start   uint64 // its start time, to tell it from a reused pid
+	cmd      *exec.Cmd
+	stdin    *os.File      // the write end of its stdin
+	stdout   bytes.Buffer  // its response, once answered is closed
+	answered chan struct{} // closed at the end of its stdout
+	stderr   limitedWriter
+	errText  bytes.Buffer
+	exited   chan struct{} // closed once it exited and its output is in
+	waitErr  error
+	start    uint64 // its start time, to tell it from a reused pid
 }
 
 // startChild starts bashcall with args and environ, its stderr to errOut
 // (and a bounded copy kept), and extra descriptors from 3 on.
 func startChild(args, environ []string, errOut io.Writer, extra []*os.File) (*warmChild, error) {
-	c := &warmChild{cmd: exec.Command(selfExe(), args...), exited: make(chan struct{})}
+	c := &warmChild{cmd: exec.Command(selfExe(), args...), exited: make(chan struct{}), answered: make(chan struct{})}
 	c.stderr = limitedWriter{w: &c.errText, n: 4096}
 	c.cmd.Args[0] = "bashcall"
 	c.cmd.Env = environ
 	c.cmd.SysProcAttr = serveChildSysProcAttr()
-	c.cmd.Stdout = &c.stdout
 	c.cmd.Stderr = &c.stderr
 	if errOut != nil {
 		c.cmd.Stderr = io.MultiWriter(errOut, &c.stderr)
@@ -62,26 +62,52 @@ func startChild(args, environ []string, errOut io.Writer, extra []*os.File) (*wa
 	if err != nil {
 		return nil, err
 	}
+	out, outW, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
 	c.cmd.Stdin, c.stdin = r, w
+	c.cmd.Stdout = outW
 	err = c.cmd.Start()
 	r.Close()
+	outW.Close()
 	if err != nil {
 		w.Close()
+		out.Close()
 		return nil, err
 	}
 	c.start, _ = procStartTime(c.cmd.Process.Pid)
 	go func() {
+		c.stdout.ReadFrom(out)
+		out.Close()
+		close(c.answered)
+	}()
+	go func() {
 		c.waitErr = c.cmd.Wait()
+		<-c.answered
 		close(c.exited)
 	}()
 	return c, nil
 }
 
-// ask hands the child its request and returns once it exited.
-func (c *warmChild) ask(request []byte) {
+// ask hands the child its request and returns its response: what it
+// wrote to stdout, complete once the child lets go of its stdout, which it
+// does as soon as its response is written and whatever the response held
+// is released (releaseStdout), before its exit. ok says whether that is a
+// response line; if not, ask waits for the child's exit, and its waitErr
+// and errText say what became of it.
+func (c *warmChild) ask(request []byte) (line []byte, ok bool) {
 	c.stdin.Write(request) // a child that died early shows in its exit
 	c.stdin.Close()
+	<-c.answered
+	line = c.stdout.Bytes()
+	if bytes.HasPrefix(line, []byte("{")) && bytes.HasSuffix(line, []byte("}\n")) {
+		return line, true
+	}
 	<-c.exited
+	return line, false
 }
 
 // alive reports whether the child still waits: not reaped, and not dead

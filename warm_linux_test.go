@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -276,5 +277,57 @@ func kernelLogLines(s string) (int, error) {
 		if strings.Contains(string(buf[:k]), s) {
 			n++
 		}
+	}
+}
+
+// TestStdoutReleasedBeforeExit: a call's process lets go of its stdout
+// once its response is written and what the response held is released,
+// not at its exit: a server answers on the end of its child's stdout. At
+// that end the response is whole, the spill file it names is no longer
+// held (so the host sees a finished copy), and a process still running
+// holds /dev/null as descriptor 1. The end comes before the exit in
+// practice (the exit takes a fraction of a millisecond); the test needs
+// to see that once.
+func TestStdoutReleasedBeforeExit(t *testing.T) {
+	e := newTestEnv(t, "max_output_bytes = 8\n")
+	req := bashReq("echo 123456789", "")
+	early := 0
+	for i := 0; i < 50 && early == 0; i++ {
+		c := e.cmd()
+		c.Stdin = strings.NewReader(req)
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := io.ReadAll(out)
+		fd1, ferr := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", c.Process.Pid))
+		var got foregroundResult
+		r := decodeResponse(t, string(line))
+		if err := json.Unmarshal(r.StructuredContent, &got); err != nil || got.Stdout.SpillPath == "" {
+			t.Fatalf("response at the end of stdout: %s (%v)", line, err)
+		}
+		f, err := os.Open(got.Stdout.SpillPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Errorf("the spill file is still held at the end of stdout: %v", err)
+		}
+		f.Close()
+		if ferr == nil {
+			early++
+			if fd1 != os.DevNull {
+				t.Errorf("descriptor 1 of the process after its stdout ended: %s, want %s", fd1, os.DevNull)
+			}
+		}
+		if err := c.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if early == 0 {
+		t.Error("in 50 calls, stdout never ended before the process did")
 	}
 }
