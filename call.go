@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -26,7 +24,8 @@ type invocation struct {
 	// protected are paths no sandboxed command may write: the state dir,
 	// the config file and, when serving, the spool dir.
 	protected []string
-	// abort delivers SIGINT and SIGTERM while a call is answered.
+	// abort delivers SIGINT and SIGTERM while a call is answered
+	// (signals.go).
 	abort chan os.Signal
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
@@ -34,6 +33,10 @@ type invocation struct {
 
 // runCall answers the call on stdin.
 func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	sigs := catchSignals()
+	if testOnlyInProcess {
+		defer sigs.stop()
+	}
 	var c commonFlags
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
@@ -77,14 +80,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	inv.abort = make(chan os.Signal, 2)
-	signal.Notify(inv.abort, syscall.SIGINT, syscall.SIGTERM)
-	if testOnlyInProcess {
-		// A process answers one call and exits. Stopping the delivery
-		// only waits on the runtime's signal thread (a quarter of a
-		// millisecond), except in a test that answers call after call.
-		defer signal.Stop(inv.abort)
-	}
+	inv.abort = sigs.arm()
 	err = writeResponse(stdout, inv.handle(req), *textFlag)
 	releaseStdout(stdout)
 	return err

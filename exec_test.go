@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,111 +170,6 @@ func TestHeldPipe(t *testing.T) {
 			t.Errorf("held-pipe sleeper %d survived the call", pid)
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
-	}
-}
-
-// TestAbort: SIGTERM to bashcall stops the command's whole tree and
-// answers "Error: command aborted".
-func TestAbort(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		t.Run(signalName(sig), func(t *testing.T) {
-			e := newTestEnv(t, "grace_ms = 300\n")
-			pidFile := filepath.Join(e.workspace, "pids")
-			c := e.cmd()
-			c.Stdin = strings.NewReader(bashReq("setsid sleep 300 & echo $! $$ > "+pidFile+"; sleep 300", ""))
-			var out bytes.Buffer
-			c.Stdout = &out
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			pids := readPIDs(t, pidFile)
-			c.Process.Signal(sig)
-			done := make(chan error, 1)
-			go func() { done <- c.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("exit: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				c.Process.Kill()
-				t.Fatal("bashcall did not answer the abort")
-			}
-			r := decodeResponse(t, out.String())
-			if !r.IsError || r.text() != "Error: command aborted" {
-				t.Errorf("response = %+v", r)
-			}
-			for _, pid := range pids {
-				if pidAlive(pid) {
-					t.Errorf("pid %d survived the abort", pid)
-					syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		})
-	}
-}
-
-// TestSignalBeforeCall: a SIGTERM or SIGINT that comes while bashcall
-// still waits for its request ends it, killed by that signal and having
-// written nothing, however soon after its start, as an uncaught signal
-// does; catching signals for the call must not make it linger.
-func TestSignalBeforeCall(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		for _, after := range []time.Duration{0, 10 * time.Millisecond, 300 * time.Millisecond} {
-			t.Run(fmt.Sprintf("%s/%v", signalName(sig), after), func(t *testing.T) {
-				e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
-				c := e.cmd()
-				stdin, err := c.StdinPipe() // held open: the request never ends
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer stdin.Close()
-				var out bytes.Buffer
-				c.Stdout = &out
-				if err := c.Start(); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(after)
-				c.Process.Signal(sig)
-				ws := waitExit(t, c.Process)
-				if !ws.Signaled() || ws.Signal() != sig {
-					t.Errorf("bashcall ended with %v, want killed by %v", ws, signalName(sig))
-				}
-				if out.Len() != 0 {
-					t.Errorf("bashcall wrote %q", out.String())
-				}
-			})
-		}
-	}
-}
-
-// TestIgnoredSIGINTBeforeCall: a SIGINT ignored since bashcall started
-// stays ignored until the call runs, and the call is answered.
-func TestIgnoredSIGINTBeforeCall(t *testing.T) {
-	e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
-	bc := e.cmd()
-	c := exec.Command("bash", append([]string{"-c", `trap "" INT; exec "$0" "$@"`}, bc.Args...)...)
-	c.Dir, c.Env = bc.Dir, bc.Env
-	stdin, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	c.Stdout = &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 3; i++ {
-		time.Sleep(100 * time.Millisecond)
-		c.Process.Signal(syscall.SIGINT)
-	}
-	io.WriteString(stdin, bashReq("echo answered", ""))
-	stdin.Close()
-	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
-		t.Fatalf("bashcall ended with %v, want exit status 0", ws)
-	}
-	if r := decodeResponse(t, out.String()); r.IsError || r.text() != "answered\n" {
-		t.Errorf("response = %+v", r)
 	}
 }
 

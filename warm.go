@@ -13,9 +13,10 @@ package main
 // started nothing: the server kills it when it stops.
 //
 // A child started ahead (-warm) also runs, while it waits, what every call
-// runs first and what costs most the first time in a process: the
-// runtime's signal thread, JSON and TOML decoding, rendering and encoding
-// a response, the host probe and the native launcher's memfd (warmUp).
+// runs first and what costs most the first time in a process: JSON and
+// TOML decoding, rendering and encoding a response, the host probe and
+// the native launcher's memfd (warmUp). Its signals are caught from its
+// start, as every call's are (signals.go).
 
 import (
 	"bytes"
@@ -23,7 +24,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
@@ -238,13 +238,6 @@ func warmUp(getenv func(string) string) {
 	// in a VM is a cross-CPU wakeup each time. Set here, ahead of the
 	// call, its stop of the world costs the call nothing.
 	runtime.GOMAXPROCS(1)
-	// The first signal.Notify of a process starts the runtime's signal
-	// thread. SIGWINCH, which bashcall ignores whether or not it is
-	// notified, starts it without catching anything: SIGINT and SIGTERM
-	// stay as they are until the call begins (runCall).
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGWINCH)
-	signal.Stop(c)
 	cfg := defaultConfig()
 	if _, err := toml.Decode(warmConfig, &cfg); err == nil {
 		cfg.validate()
