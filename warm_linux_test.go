@@ -331,3 +331,33 @@ func TestStdoutReleasedBeforeExit(t *testing.T) {
 		t.Error("in 50 calls, stdout never ended before the process did")
 	}
 }
+
+// TestReaderGone: a warm child counts as alive while a process holds the
+// read end of its stdin, and as gone once that process has exited, before
+// anyone reaps it.
+func TestReaderGone(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c := exec.Command("sleep", "100")
+	c.Stdin = r
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if readerGone(w) {
+		t.Error("the reader counts as gone while it runs")
+	}
+	c.Process.Kill()
+	var info unix.Siginfo
+	// Wait for its exit without reaping it: it stays a zombie.
+	if err := unix.Waitid(unix.P_PID, c.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !readerGone(w) {
+		t.Error("the reader counts as there once it exited")
+	}
+	c.Wait()
+}
