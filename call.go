@@ -54,7 +54,8 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	// (warm.go), started before its call, sees the config as it is when
 	// the call comes.
 	if *warmFlag && !requestWaiting(stdin) {
-		warmUp(getenvFrom(environ))
+		getenv := getenvFrom(environ)
+		warmUp(getenv, configPath(c.config, getenv))
 	}
 	data, rerr := readRequest(stdin)
 	inv, err := loadSettings(&c, environ, true)

@@ -6,6 +6,7 @@ package main
 // environment beats the config file, the config file beats the defaults.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -141,11 +142,45 @@ func xdgBase(getenv func(string) string, name, fallback string) string {
 // loadConfig decodes the file at p strictly over the defaults and validates
 // the result. An empty p yields the defaults.
 func loadConfig(p string) (config, error) {
-	cfg := defaultConfig()
 	if p == "" {
-		return cfg, nil
+		return defaultConfig(), nil
 	}
-	md, err := toml.DecodeFile(p, &cfg)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return defaultConfig(), fmt.Errorf("config %q: %w", p, err)
+	}
+	if pre := preloaded; pre.data != nil && pre.path == p && bytes.Equal(pre.data, data) {
+		return pre.cfg, pre.err
+	}
+	return decodeConfig(p, data)
+}
+
+// preloaded is the config as a server's warm child decoded it while it
+// waited for its call (preloadConfig): a config is a function of its
+// file's bytes, so loadConfig takes it when the file still holds them.
+var preloaded struct {
+	path string
+	data []byte
+	cfg  config
+	err  error
+}
+
+// preloadConfig decodes the config file p ahead of the call.
+func preloadConfig(p string) {
+	if p == "" {
+		return
+	}
+	if data, err := os.ReadFile(p); err == nil {
+		preloaded.cfg, preloaded.err = decodeConfig(p, data)
+		preloaded.path, preloaded.data = p, data
+	}
+}
+
+// decodeConfig decodes data, the content of the config file p, over the
+// defaults and checks it.
+func decodeConfig(p string, data []byte) (config, error) {
+	cfg := defaultConfig()
+	md, err := toml.Decode(string(data), &cfg)
 	if err != nil {
 		return cfg, fmt.Errorf("config %q: %w", p, err)
 	}

@@ -188,3 +188,29 @@ func TestXDGBase(t *testing.T) {
 		}
 	}
 }
+
+// TestPreloadedConfig: a config decoded ahead of its call (a warm child's)
+// is used only while the file holds the same bytes; an error is kept too.
+func TestPreloadedConfig(t *testing.T) {
+	t.Cleanup(func() { preloaded.path, preloaded.data = "", nil })
+	p := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(p, []byte("timeout_ms = 5000\n"), 0o600)
+	preloadConfig(p)
+	preloaded.cfg.TimeoutMs = 7 // marks the preloaded decoding
+	if cfg, err := loadConfig(p); err != nil || cfg.TimeoutMs != 7 {
+		t.Errorf("same bytes: timeout_ms %d (%v), want the preloaded decoding", cfg.TimeoutMs, err)
+	}
+	os.WriteFile(p, []byte("timeout_ms = 6000\n"), 0o600)
+	if cfg, err := loadConfig(p); err != nil || cfg.TimeoutMs != 6000 {
+		t.Errorf("edited: timeout_ms %d (%v), want 6000", cfg.TimeoutMs, err)
+	}
+	if cfg, err := loadConfig(filepath.Join(filepath.Dir(p), "other.toml")); err == nil {
+		t.Errorf("another path, missing: %+v", cfg)
+	}
+	os.WriteFile(p, []byte("bogus = 1\n"), 0o600)
+	preloadConfig(p)
+	_, want := decodeConfig(p, []byte("bogus = 1\n"))
+	if _, err := loadConfig(p); err == nil || err.Error() != want.Error() {
+		t.Errorf("a bad config preloaded: %v, want %v", err, want)
+	}
+}

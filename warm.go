@@ -245,10 +245,10 @@ const (
 
 // warmUp runs, in a child waiting for its call, what each call runs first,
 // on values of its own, so that the call does not pay for the process's
-// first time through it. It reads nothing of the call's (not the config
-// file: that is read once the request is in) and changes nothing a call
-// can see: its results are dropped.
-func warmUp(getenv func(string) string) {
+// first time through it. It changes nothing a call can see: its results
+// are dropped, but for the config file's decoding, which the call uses
+// only if the file's bytes are the same once its request is in.
+func warmUp(getenv func(string) string, configFile string) {
 	// A call's process runs one call, one step at a time: with a single
 	// P the runtime does not wake a second thread each time a goroutine
 	// (a pipe's pump, the wait for the command) becomes runnable, which
@@ -259,6 +259,9 @@ func warmUp(getenv func(string) string) {
 	if _, err := toml.Decode(warmConfig, &cfg); err == nil {
 		cfg.validate()
 	}
+	// The config file, decoded now, is used if it still holds the same
+	// bytes when the call comes.
+	preloadConfig(configFile)
 	if req, err := parseRequest([]byte(warmRequest)); err == nil {
 		parseBashArgs(req.Args)
 	}
