@@ -42,6 +42,7 @@ type warmChild struct {
 	errText  bytes.Buffer
 	exited   chan struct{} // closed once it exited and its output is in
 	waitErr  error
+	start    uint64 // its start time, to tell it from a reused pid
 }
 
 // startChild starts bashcall with args and environ, its stderr to errOut
@@ -77,6 +78,7 @@ func startChild(args, environ []string, errOut io.Writer, extra []*os.File) (*wa
 		out.Close()
 		return nil, err
 	}
+	c.start, _ = procStartTime(c.cmd.Process.Pid)
 	go func() {
 		c.stdout.ReadFrom(out)
 		out.Close()
@@ -110,33 +112,16 @@ func (c *warmChild) ask(request []byte) (line []byte, ok bool) {
 
 // alive reports whether the child still waits: not reaped, and not dead
 // waiting to be (a child killed a moment ago is a zombie before Wait sees
-// it). A waiting child alone holds the read end of its stdin, which the
-// kernel closes as the child exits: one poll on the write end tells,
-// where reading the child's /proc stat cost twenty times more on the way
-// of a call.
+// it). Its stdin says nothing sooner: the read end stays open until the
+// last of a killed child's threads is gone, milliseconds after its main
+// thread is a zombie.
 func (c *warmChild) alive() bool {
 	select {
 	case <-c.exited:
 		return false
 	default:
-		return !readerGone(c.stdin)
+		return processAlive(c.cmd.Process.Pid, c.start)
 	}
-}
-
-// readerGone reports whether no process holds the read end of the pipe
-// that w writes to (or w cannot be polled).
-func readerGone(w *os.File) bool {
-	raw, err := w.SyscallConn()
-	if err != nil {
-		return true
-	}
-	gone := true
-	raw.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-		n, err := unix.Poll(fds, 0)
-		gone = err != nil || n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0
-	})
-	return gone
 }
 
 // discard stops a child that never got a request.
@@ -274,8 +259,4 @@ func warmUp(getenv func(string) string, configFile string) {
 	if sup := sandboxSupport(getenv); sup.ABIErr == nil && getenv("BASHCALL_LAUNCHER") != "go" {
 		warmNativeLauncher()
 	}
-	// A call's record names its process by its start time and the boot;
-	// both are read once per process.
-	procStartTime(os.Getpid())
-	bootID()
 }

@@ -87,7 +87,7 @@ func openLauncherMemfd(pid int) bool {
 
 // TestWarmChild: a child started with -warm (a server's warm child) has
 // readied the native launcher before its request comes (wherever
-// Landlock is: the config is not read yet), takes a SIGWINCH
+// Landlock is, whatever the config's mode), takes a SIGWINCH
 // while it waits as a cold child does (ignored), and answers its call as
 // a cold child does, unconfined and confined.
 func TestWarmChild(t *testing.T) {
@@ -106,8 +106,8 @@ func TestWarmChild(t *testing.T) {
 				}
 				c := e.cmd(args...)
 				stdin, out := startWaiting(t, c)
-				// The config is read once the call is in: a warm child
-				// readies the launcher wherever Landlock is.
+				// Which mode the call runs in is known once it is in: a
+				// warm child readies the launcher wherever Landlock is.
 				_, nerr := nativeLauncher()
 				wantMemfd := warm && sandboxSupport(os.Getenv).ABIErr == nil && nerr == nil && os.Getenv("BASHCALL_LAUNCHER") != "go"
 				if got := openLauncherMemfd(c.Process.Pid); got != wantMemfd {
@@ -133,10 +133,10 @@ func TestWarmChild(t *testing.T) {
 	}
 }
 
-// TestWarmChildSignals: warming up catches no signal. A warm child that
-// waits for its request dies of SIGTERM as a cold one does (bashcall's
-// handling of SIGINT and SIGTERM begins with the call), and a SIGINT its
-// parent ignored stays ignored until the call, which is answered.
+// TestWarmChildSignals: a warm child that waits for its request dies of
+// SIGTERM as a cold one does (SIGINT and SIGTERM abort a call only once
+// it is armed; signals.go), and a SIGINT its parent ignored stays ignored
+// until the call, which is answered.
 func TestWarmChildSignals(t *testing.T) {
 	e := newTestEnv(t, "")
 	c := e.cmd("-warm")
@@ -291,7 +291,7 @@ func kernelLogLines(s string) (int, error) {
 func TestStdoutReleasedBeforeExit(t *testing.T) {
 	e := newTestEnv(t, "max_output_bytes = 8\n")
 	req := bashReq("echo 123456789", "")
-	early := 0
+	early, unreadable := 0, 0
 	for i := 0; i < 50 && early == 0; i++ {
 		c := e.cmd()
 		c.Stdin = strings.NewReader(req)
@@ -317,6 +317,9 @@ func TestStdoutReleasedBeforeExit(t *testing.T) {
 			t.Errorf("the spill file is still held at the end of stdout: %v", err)
 		}
 		f.Close()
+		if errors.Is(ferr, fs.ErrPermission) {
+			unreadable++ // bashcall is not dumpable: only root reads its descriptors
+		}
 		if ferr == nil {
 			early++
 			if fd1 != os.DevNull {
@@ -327,37 +330,51 @@ func TestStdoutReleasedBeforeExit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if early == 0 {
+	switch {
+	case early > 0:
+	case unreadable > 0:
+		t.Skip("the responses were whole and their spill files released at the end of stdout; whether the process had exited by then needs root (bashcall is not dumpable)")
+	default:
 		t.Error("in 50 calls, stdout never ended before the process did")
 	}
 }
 
-// TestReaderGone: a warm child counts as alive while a process holds the
-// read end of its stdin, and as gone once that process has exited, before
-// anyone reaps it.
-func TestReaderGone(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+// TestWarmPoolSkipsKilledChild: a warm child killed while it waits (an
+// OOM kill, say) is not handed a call once its main thread is a zombie,
+// although its other threads may hold its stdin open for milliseconds
+// more: the call goes to a child started for it, and is answered.
+func TestWarmPoolSkipsKilledChild(t *testing.T) {
+	e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
+	env := append(os.Environ(), "BASHCALL_TEST_MAIN=1", "XDG_CACHE_HOME="+filepath.Join(testBase, "cache"))
+	for i := 0; i < 10; i++ {
+		p := newWarmPool(1, func(warm bool) (*warmChild, error) {
+			args := []string{"-config", e.config, "-state-dir", e.stateDir}
+			if warm {
+				args = append(args, "-warm")
+			}
+			return startChild(args, env, nil, nil)
+		})
+		p.refill()
+		p.spawning.Wait()
+		time.Sleep(50 * time.Millisecond) // into its wait for a request
+		p.mu.Lock()
+		c := p.idle[0]
+		p.mu.Unlock()
+		pid := c.cmd.Process.Pid
+		start, _ := procStartTime(pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+		for deadline := time.Now().Add(5 * time.Second); processAlive(pid, start); {
+			if time.Now().After(deadline) {
+				t.Fatal("the killed child did not die")
+			}
+		}
+		got, err := p.take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line, ok := got.ask([]byte(bashReq("echo answered", ""))); !ok {
+			t.Errorf("round %d: the call went to the killed child: %q, %v", i, line, got.waitErr)
+		}
+		p.close()
 	}
-	defer w.Close()
-	c := exec.Command("sleep", "100")
-	c.Stdin = r
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	if readerGone(w) {
-		t.Error("the reader counts as gone while it runs")
-	}
-	c.Process.Kill()
-	var info unix.Siginfo
-	// Wait for its exit without reaping it: it stays a zombie.
-	if err := unix.Waitid(unix.P_PID, c.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !readerGone(w) {
-		t.Error("the reader counts as there once it exited")
-	}
-	c.Wait()
 }
