@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,8 +210,12 @@ func TestPreloadedConfig(t *testing.T) {
 	}
 	os.WriteFile(p, []byte("bogus = 1\n"), 0o600)
 	preloadConfig(p)
-	_, want := decodeConfig(p, []byte("bogus = 1\n"))
-	if _, err := loadConfig(p); err == nil || err.Error() != want.Error() {
-		t.Errorf("a bad config preloaded: %v, want %v", err, want)
+	if _, err := decodeConfig(p, []byte("bogus = 1\n")); preloaded.err == nil || preloaded.err.Error() != err.Error() {
+		t.Errorf("a bad config preloaded: %v, want %v", preloaded.err, err)
+	}
+	sentinel := errors.New("the preloaded error")
+	preloaded.err = sentinel
+	if _, err := loadConfig(p); err != sentinel {
+		t.Errorf("a bad config preloaded, same bytes: %v, want the preloaded error", err)
 	}
 }

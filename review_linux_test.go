@@ -200,6 +200,12 @@ echo "tried $n"`, e.stateDir, s.cmd.Process.Pid, shellQuote(planted), shellQuote
 			drop(t, dir, "a.json", bashReq(attack, ""))
 			drop(t, dir, "quick.json", bashReq("true", ""))
 			awaitResponse(t, dir, "quick.json")
+			// The quick call's process has answered; it may take a moment
+			// to exit (a second under the race detector). Then only the
+			// attack's process and the next warm child are left.
+			waitFor(t, 10*time.Second, "the quick call's process to exit and the next child to wait", func() bool {
+				return len(callProcesses(e.stateDir)) == 2
+			})
 			os.WriteFile(quickDone, nil, 0o644)
 			text := awaitResponse(t, dir, "a.json").text()
 			if !strings.Contains(text, "tried 3") {

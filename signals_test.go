@@ -75,7 +75,7 @@ func TestSignalBeforeCall(t *testing.T) {
 				}
 				time.Sleep(after)
 				c.Process.Signal(sig)
-				ws := waitExit(t, c.Process)
+				ws := endOf(t, c)
 				if !ws.Signaled() || ws.Signal() != sig {
 					t.Errorf("bashcall ended with %v, want killed by %v", ws, signalName(sig))
 				}
@@ -109,7 +109,7 @@ func TestIgnoredSIGINTBeforeCall(t *testing.T) {
 	}
 	io.WriteString(stdin, bashReq("echo answered", ""))
 	stdin.Close()
-	if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+	if ws := endOf(t, c); !ws.Exited() || ws.ExitStatus() != 0 {
 		t.Fatalf("bashcall ended with %v, want exit status 0", ws)
 	}
 	if r := decodeResponse(t, out.String()); r.IsError || r.text() != "answered\n" {
@@ -147,7 +147,7 @@ func TestSignalAroundArming(t *testing.T) {
 		stdin.Close()
 		time.Sleep(time.Duration(i%10) * 300 * time.Microsecond)
 		c.Process.Signal(syscall.SIGTERM)
-		ws := waitExit(t, c.Process)
+		ws := endOf(t, c)
 		switch {
 		case ws.Signaled() && ws.Signal() == syscall.SIGTERM && out.Len() == 0:
 			killed++
@@ -164,4 +164,13 @@ func TestSignalAroundArming(t *testing.T) {
 	if aborted == 0 {
 		t.Error("no call was armed before its signal: the test did not reach the race")
 	}
+}
+
+// endOf waits at most 10 seconds for c to end, and then for os/exec to
+// have copied all of its stdout.
+func endOf(t *testing.T, c *exec.Cmd) syscall.WaitStatus {
+	t.Helper()
+	ws := waitExit(t, c.Process)
+	c.Wait() // reaped already: this waits for the copy only
+	return ws
 }
