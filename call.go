@@ -56,6 +56,11 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if *warmFlag && !requestWaiting(stdin) {
 		getenv := getenvFrom(environ)
 		warmUp(getenv, configPath(c.config, getenv))
+		// Its record, in the state dir the settings name now; the call
+		// uses it if they name the same one then.
+		if inv, err := loadSettings(&c, environ, true); err == nil {
+			inv.prepareCall()
+		}
 	}
 	data, rerr := readRequest(stdin)
 	inv, err := loadSettings(&c, environ, true)
@@ -82,9 +87,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		return err
 	}
 	inv.abort = sigs.arm()
-	err = writeResponse(stdout, inv.handle(req), *textFlag)
-	releaseStdout(stdout)
-	return err
+	resp := inv.handle(req)
+	resp.holdUntilWritten(func() { releaseStdout(stdout) })
+	return writeResponse(stdout, resp, *textFlag)
 }
 
 // releaseStdout lets go of the host's stdout once the response is written
@@ -392,7 +397,9 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	resp.holdUntilWritten(stdout.release, stderr.release)
 	outW, errW, endProgress := inv.progress.tee(stdout, stderr)
 	call := inv.trackCall()
-	defer call.done()
+	// Nothing of the call runs once it is answered: its record goes after
+	// the host has the answer.
+	resp.afterWritten(call.done)
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),

@@ -241,12 +241,18 @@ func renderList(entries []listEntry) string {
 // holdUntilWritten runs release once the response has been written.
 func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }
 
-// written releases what the response held; whoever writes it calls this.
+// afterWritten runs f once the response has been written and what it held
+// released: when whoever reads it may already act on it. For what the
+// reader never sees (the call's record in the state dir).
+func (r *response) afterWritten(f ...func()) { r.after = append(r.after, f...) }
+
+// written releases what the response held, then runs what comes after;
+// whoever writes it calls this.
 func (r *response) written() {
-	for _, release := range r.held {
+	for _, release := range append(r.held, r.after...) {
 		release()
 	}
-	r.held = nil
+	r.held, r.after = nil, nil
 }
 
 // text returns the model-facing text of r.

@@ -378,3 +378,59 @@ func TestWarmPoolSkipsKilledChild(t *testing.T) {
 		p.close()
 	}
 }
+
+// TestWarmChildCallRecord: a warm child makes its call record while it
+// waits, in the state dir its settings name then. Its call uses that very
+// file when the settings name the same state dir once the request is in,
+// and makes one in the other state dir otherwise (removing the first).
+// No record is left once the call is answered.
+func TestWarmChildCallRecord(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("moved=%v", moved), func(t *testing.T) {
+			e := newTestEnv(t, "")
+			stateA, stateB := filepath.Join(e.dir, "state-a"), filepath.Join(e.dir, "state-b")
+			config := func(state string) {
+				if err := os.WriteFile(e.config, []byte(fmt.Sprintf("state_dir = %q\n[sandbox]\nmode = \"danger-full-access\"\n", state)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			config(stateA)
+			c := e.cmd("-warm")
+			c.Args = []string{os.Args[0], "-config", e.config, "-warm"} // the state dir is the config's
+			stdin, out := startWaiting(t, c)
+			records := func(state string) []string {
+				names, _ := filepath.Glob(filepath.Join(state, "calls", "*.json"))
+				return names
+			}
+			prepared := records(stateA)
+			if len(prepared) != 1 || !strings.HasPrefix(filepath.Base(prepared[0]), fmt.Sprintf("%d-", c.Process.Pid)) {
+				t.Fatalf("records while the child waits: %v, want one of its own", prepared)
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(prepared[0], &st); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("%d\n", st.Ino)
+			if moved {
+				config(stateB)
+				want = fmt.Sprintf("%d %s\n", 0, filepath.Base(prepared[0]))
+			}
+			// The command reports the record of its call as it runs.
+			cmd := fmt.Sprintf(`stat -c %%i %q`, prepared[0])
+			if moved {
+				cmd = fmt.Sprintf(`echo $(ls %q | wc -l) $(ls %q)`, filepath.Join(stateA, "calls"), filepath.Join(stateB, "calls"))
+			}
+			io.WriteString(stdin, bashReq(cmd, ""))
+			stdin.Close()
+			if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+				t.Fatalf("bashcall ended with %v", ws)
+			}
+			if got := decodeResponse(t, out()).text(); got != want {
+				t.Errorf("the call's record as its command ran: %q, want %q", got, want)
+			}
+			if left := append(records(stateA), records(stateB)...); len(left) != 0 {
+				t.Errorf("records left after the call: %v", left)
+			}
+		})
+	}
+}
