@@ -108,8 +108,12 @@ func (inv *invocation) stopDeadCalls() {
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
+	me := procRecord{PID: os.Getpid(), BootID: bootID()}
+	me.Start, _ = procStartTime(me.PID)
 	for _, n := range names {
-		if caller, ok := parseCallName(n); ok && !caller.alive() {
+		// This process's own record (a warm child's, made ahead) is alive;
+		// one of a dead process whose pid it reuses is not.
+		if caller, ok := parseCallName(n); ok && caller != me && !caller.alive() {
 			stopDeadCall(filepath.Join(inv.callsDir(), n))
 		}
 	}

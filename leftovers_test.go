@@ -339,3 +339,31 @@ func treeOwnership(t *testing.T) {
 		t.Errorf("a record of another boot owns %v", owned)
 	}
 }
+
+// TestSweepSparesOnlyItself: the sweep of dead calls leaves this
+// process's own record alone (a warm child makes it ahead of its call),
+// but not the record of a dead process whose pid this one reuses.
+func TestSweepSparesOnlyItself(t *testing.T) {
+	dir, err := openStateDir(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := newInvocation(nil)
+	inv.stateDir = dir
+	own := inv.newCallRecord()
+	if own == nil {
+		t.Fatal("no record made")
+	}
+	defer own.done()
+	reused := filepath.Join(inv.callsDir(), fmt.Sprintf("%d-1.json", os.Getpid())) // started at tick 1: dead
+	if err := os.WriteFile(reused, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inv.stopDeadCalls()
+	if _, err := os.Stat(own.path); err != nil {
+		t.Errorf("this process's own record was swept: %v", err)
+	}
+	if _, err := os.Stat(reused); err == nil {
+		t.Error("the record of a dead process with this pid was left")
+	}
+}
