@@ -60,6 +60,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		// uses it if they name the same one then.
 		if inv, err := loadSettings(&c, environ, true); err == nil {
 			inv.prepareCall()
+			defer dropPreparedCall() // a call that starts no command leaves it
 		}
 	}
 	data, rerr := readRequest(stdin)

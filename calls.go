@@ -43,15 +43,23 @@ var preparedCall *callTracker
 // prepareCall makes this process's call record ahead of its call.
 func (inv *invocation) prepareCall() { preparedCall = inv.newCallRecord() }
 
+// dropPreparedCall removes the record made ahead if no call took it.
+func dropPreparedCall() {
+	if c := preparedCall; c != nil {
+		preparedCall = nil
+		c.done()
+	}
+}
+
 // trackCall returns this call's record, empty until the command starts:
 // the one made ahead when it is still in this state dir, else a new one.
 func (inv *invocation) trackCall() *callTracker {
 	if c := preparedCall; c != nil {
-		preparedCall = nil
 		if fi, err := c.f.Stat(); err == nil && filepath.Dir(c.path) == inv.callsDir() && isStill(c.path, fi) {
+			preparedCall = nil
 			return c
 		}
-		c.done()
+		dropPreparedCall()
 	}
 	return inv.newCallRecord()
 }

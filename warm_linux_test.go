@@ -383,8 +383,28 @@ func TestWarmPoolSkipsKilledChild(t *testing.T) {
 // waits, in the state dir its settings name then. Its call uses that very
 // file when the settings name the same state dir once the request is in,
 // and makes one in the other state dir otherwise (removing the first).
-// No record is left once the call is answered.
+// No record is left once the call is answered, nor by a call that runs no
+// command.
 func TestWarmChildCallRecord(t *testing.T) {
+	t.Run("no command", func(t *testing.T) {
+		e := newTestEnv(t, "")
+		c := e.cmd("-warm")
+		stdin, out := startWaiting(t, c)
+		if r, _ := filepath.Glob(filepath.Join(e.stateDir, "calls", "*.json")); len(r) != 1 {
+			t.Fatalf("records while the child waits: %v, want its own", r)
+		}
+		io.WriteString(stdin, sessionReq("bash_list", "{}", "A"))
+		stdin.Close()
+		if ws := waitExit(t, c.Process); !ws.Exited() || ws.ExitStatus() != 0 {
+			t.Fatalf("bashcall ended with %v", ws)
+		}
+		if r := decodeResponse(t, out()); r.IsError {
+			t.Fatalf("bash_list: %+v", r)
+		}
+		if left, _ := filepath.Glob(filepath.Join(e.stateDir, "calls", "*.json")); len(left) != 0 {
+			t.Errorf("records left after a call that ran no command: %v", left)
+		}
+	})
 	for _, moved := range []bool{false, true} {
 		t.Run(fmt.Sprintf("moved=%v", moved), func(t *testing.T) {
 			e := newTestEnv(t, "")
