@@ -55,12 +55,15 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	// the call comes.
 	if *warmFlag && !requestWaiting(stdin) {
 		getenv := getenvFrom(environ)
-		warmUp(getenv, configPath(c.config, getenv))
+		cfgPath := configPath(c.config, getenv)
+		warmUp(getenv, cfgPath)
 		// Its record, in the state dir the settings name now; the call
 		// uses it if they name the same one then.
-		if inv, err := loadSettings(&c, environ, true); err == nil {
-			inv.prepareCall()
-			defer dropPreparedCall() // a call that starts no command leaves it
+		if cfg, err := loadConfig(cfgPath); err == nil {
+			if dir, err := stateDirPath(c.stateDir, &cfg, getenv); err == nil {
+				prepareCall(dir)
+				defer dropPreparedCall() // a call that starts no command leaves it
+			}
 		}
 	}
 	data, rerr := readRequest(stdin)
@@ -88,9 +91,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		return err
 	}
 	inv.abort = sigs.arm()
-	resp := inv.handle(req)
-	resp.holdUntilWritten(func() { releaseStdout(stdout) })
-	return writeResponse(stdout, resp, *textFlag)
+	err = writeResponse(stdout, inv.handle(req), *textFlag)
+	releaseStdout(stdout)
+	return err
 }
 
 // releaseStdout lets go of the host's stdout once the response is written
@@ -398,9 +401,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	resp.holdUntilWritten(stdout.release, stderr.release)
 	outW, errW, endProgress := inv.progress.tee(stdout, stderr)
 	call := inv.trackCall()
-	// Nothing of the call runs once it is answered: its record goes after
-	// the host has the answer.
-	resp.afterWritten(call.done)
+	defer call.done()
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),

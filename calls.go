@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -38,28 +39,45 @@ func (inv *invocation) callsDir() string { return filepath.Join(inv.stateDir, "c
 
 // preparedCall is the record a server's warm child made while it waited
 // for its call (prepareCall): a file's creation costs 0.1 ms and more.
-var preparedCall *callTracker
+var preparedCall atomic.Pointer[callTracker]
 
-// prepareCall makes this process's call record ahead of its call.
-func (inv *invocation) prepareCall() { preparedCall = inv.newCallRecord() }
+// prepareCall makes this process's call record ahead of its call, in the
+// state dir stateDir, but only where it and its calls/ are there and
+// private already: before its request a waiting child creates, repairs
+// and reports nothing else (its call checks the state dir as any does).
+func prepareCall(stateDir string) {
+	canon, err := filepath.EvalSymlinks(stateDir)
+	if err != nil {
+		return
+	}
+	inv := &invocation{stateDir: canon}
+	for _, d := range []string{canon, inv.callsDir()} {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || !ownedByMe(fi) {
+			return
+		}
+	}
+	if c := inv.newCallRecord(); c != nil {
+		preparedCall.Store(c)
+	}
+}
 
-// dropPreparedCall removes the record made ahead if no call took it.
+// dropPreparedCall removes the record made ahead if no call took it: a
+// call that starts no command, or a waiting child that a signal ends.
 func dropPreparedCall() {
-	if c := preparedCall; c != nil {
-		preparedCall = nil
+	if c := preparedCall.Swap(nil); c != nil {
 		c.done()
 	}
 }
 
 // trackCall returns this call's record, empty until the command starts:
-// the one made ahead when it is still in this state dir, else a new one.
+// the one made ahead when it is still the file at its path in this
+// state dir, else a new one.
 func (inv *invocation) trackCall() *callTracker {
-	if c := preparedCall; c != nil {
+	if c := preparedCall.Swap(nil); c != nil {
 		if fi, err := c.f.Stat(); err == nil && filepath.Dir(c.path) == inv.callsDir() && isStill(c.path, fi) {
-			preparedCall = nil
 			return c
 		}
-		dropPreparedCall()
+		c.done()
 	}
 	return inv.newCallRecord()
 }

@@ -90,6 +90,7 @@ func runMCP(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) e
 		}
 		return startChild(args, s.inv.environ, s.stderr, nil)
 	})
+	defer s.inv.stopDeadCalls() // the records of the waiting children it stopped
 	defer s.pool.close()
 	s.pool.refill()
 	return s.serve(stdin)

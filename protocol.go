@@ -143,8 +143,8 @@ type response struct {
 	ApprovalRequired  *approvalRequired `json:"approvalRequired,omitempty"`
 
 	// held are released once the response is written: they keep the
-	// spill files it offers live until then. after run after them.
-	held, after []func()
+	// spill files it offers live until then.
+	held []func()
 }
 
 type textContent struct {

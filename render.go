@@ -241,18 +241,12 @@ func renderList(entries []listEntry) string {
 // holdUntilWritten runs release once the response has been written.
 func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }
 
-// afterWritten runs f once the response has been written and what it held
-// released: when whoever reads it may already act on it. For what the
-// reader never sees (the call's record in the state dir).
-func (r *response) afterWritten(f ...func()) { r.after = append(r.after, f...) }
-
-// written releases what the response held, then runs what comes after;
-// whoever writes it calls this.
+// written releases what the response held; whoever writes it calls this.
 func (r *response) written() {
-	for _, release := range append(r.held, r.after...) {
+	for _, release := range r.held {
 		release()
 	}
-	r.held, r.after = nil, nil
+	r.held = nil
 }
 
 // text returns the model-facing text of r.

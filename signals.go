@@ -46,8 +46,10 @@ func (s *callSignals) relay() {
 	for sig := range s.caught {
 		s.mu.Lock()
 		if s.abort == nil {
-			// Not armed: the signal does what it would uncaught. The lock
-			// stays held, so that the call cannot be armed meanwhile.
+			// Not armed: the signal does what it would uncaught, once the
+			// record a warm child made ahead is gone (nothing ran). The
+			// lock stays held, so that the call cannot be armed meanwhile.
+			dropPreparedCall()
 			signal.Reset(sig)
 			syscall.Kill(os.Getpid(), sig.(syscall.Signal))
 			select {} // the process ends with the signal

@@ -83,6 +83,7 @@ func runServe(args, environ []string, stdout, stderr io.Writer) error {
 		warm = 0 // no call after these: none to start ahead
 	}
 	s.pool = newWarmPool(warm, s.startChild)
+	defer s.inv.stopDeadCalls() // the records of the waiting children it stopped
 	defer s.pool.close()
 	s.pool.refill()
 	return s.serve(*onceFlag)

@@ -97,6 +97,12 @@ func checkPrivateDir(dir string) error {
 	return checkOwnDir(dir, "state dir", "-state-dir or $BASHCALL_STATE_DIR")
 }
 
+// ownedByMe reports whether fi belongs to the user bashcall runs as.
+func ownedByMe(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
+}
+
 // checkOwnDir refuses a directory (the label says which) that is not ours
 // or is open to group or others; choose says how to name another one.
 func checkOwnDir(dir, label, choose string) error {
