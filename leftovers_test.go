@@ -49,9 +49,23 @@ func inNamespace(t *testing.T, flags ...string) bool {
 // inherited, so that its pid is free again.
 func reap(t *testing.T, pid int) {
 	t.Helper()
-	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
-		t.Fatalf("reaping %d: %v", pid, err)
+	// A killed process is this one's child to reap, or already reaped by
+	// its parent: a supervisor sent SIGKILL a moment before its command
+	// can still reap the command before it dies. Either way its pid is
+	// free once it is gone.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		switch {
+		case got == pid:
+			return
+		case err == syscall.ECHILD && syscall.Kill(pid, 0) == syscall.ESRCH:
+			return
+		case err != nil && err != syscall.ECHILD:
+			t.Fatalf("reaping %d: %v", pid, err)
+		case time.Now().After(deadline):
+			t.Fatalf("pid %d is not gone", pid)
+		}
 	}
 }
 
