@@ -55,16 +55,8 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	// the call comes.
 	if *warmFlag && !requestWaiting(stdin) {
 		getenv := getenvFrom(environ)
-		cfgPath := configPath(c.config, getenv)
-		warmUp(getenv, cfgPath)
-		// Its record, in the state dir the settings name now; the call
-		// uses it if they name the same one then.
-		if cfg, err := loadConfig(cfgPath); err == nil {
-			if dir, err := stateDirPath(c.stateDir, &cfg, getenv); err == nil {
-				prepareCall(dir)
-				defer dropPreparedCall() // a call that starts no command leaves it
-			}
-		}
+		warmUp(getenv, configPath(c.config, getenv), c.stateDir)
+		defer dropPreparedCall() // a call that starts no command leaves it
 	}
 	data, rerr := readRequest(stdin)
 	inv, err := loadSettings(&c, environ, true)

@@ -165,15 +165,19 @@ var preloaded struct {
 	err  error
 }
 
-// preloadConfig decodes the config file p ahead of the call.
-func preloadConfig(p string) {
+// preloadConfig decodes the config file p ahead of the call, and returns
+// the config as it is now.
+func preloadConfig(p string) (config, error) {
 	if p == "" {
-		return
+		return defaultConfig(), nil
 	}
-	if data, err := os.ReadFile(p); err == nil {
-		preloaded.cfg, preloaded.err = decodeConfig(p, data)
-		preloaded.path, preloaded.data = p, data
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return defaultConfig(), err
 	}
+	preloaded.cfg, preloaded.err = decodeConfig(p, data)
+	preloaded.path, preloaded.data = p, data
+	return preloaded.cfg, preloaded.err
 }
 
 // decodeConfig decodes data, the content of the config file p, over the

@@ -283,7 +283,7 @@ func (c *mcpCall) execute(approval string) *childResponse {
 	if feedR != nil {
 		relayed = c.relay(feedR)
 	}
-	line, ok := child.ask(data)
+	line, _ := child.ask(data)
 	c.mu.Lock()
 	c.proc = nil
 	c.mu.Unlock()
@@ -304,14 +304,7 @@ func (c *mcpCall) execute(approval string) *childResponse {
 			time.Sleep(wait)
 		}
 	}
-	if ok {
-		var r childResponse
-		if json.Unmarshal(line, &r) == nil && len(r.Content) > 0 {
-			return &r
-		}
-		<-child.exited
-	}
-	return parseChild(line, child.waitErr, child.errText.String())
+	return parseChild(line, child)
 }
 
 // begin gives the call its process, unless the call was aborted meanwhile.
@@ -335,14 +328,15 @@ func (s *mcpServer) childArgs() []string {
 	return args
 }
 
-// parseChild reads a response line; anything else becomes an internal
-// error response naming what the process said.
-func parseChild(line []byte, werr error, stderr string) *childResponse {
+// parseChild reads the response line of child; anything else becomes an
+// internal error response naming what the process said, once it exited.
+func parseChild(line []byte, child *warmChild) *childResponse {
 	var r childResponse
 	if bytes.HasPrefix(line, []byte("{")) && bytes.HasSuffix(line, []byte("}\n")) && json.Unmarshal(line, &r) == nil && len(r.Content) > 0 {
 		return &r
 	}
-	return childFailure(fmt.Errorf("bashcall failed (%v): %s", werr, strings.TrimSpace(stderr)))
+	<-child.exited
+	return childFailure(fmt.Errorf("bashcall failed (%v): %s", child.waitErr, strings.TrimSpace(child.errText.String())))
 }
 
 func childFailure(err error) *childResponse {

@@ -63,16 +63,8 @@ func TestSignalBeforeCall(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%v", signalName(sig), after), func(t *testing.T) {
 				e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
 				c := e.cmd()
-				stdin, err := c.StdinPipe() // held open: the request never ends
-				if err != nil {
-					t.Fatal(err)
-				}
+				stdin, out := startHeld(t, c) // stdin held open: the request never ends
 				defer stdin.Close()
-				var out bytes.Buffer
-				c.Stdout = &out
-				if err := c.Start(); err != nil {
-					t.Fatal(err)
-				}
 				time.Sleep(after)
 				c.Process.Signal(sig)
 				ws := endOf(t, c)
@@ -94,15 +86,7 @@ func TestIgnoredSIGINTBeforeCall(t *testing.T) {
 	bc := e.cmd()
 	c := exec.Command("bash", append([]string{"-c", `trap "" INT; exec "$0" "$@"`}, bc.Args...)...)
 	c.Dir, c.Env = bc.Dir, bc.Env
-	stdin, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	c.Stdout = &out
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, out := startHeld(t, c)
 	for i := 0; i < 3; i++ {
 		time.Sleep(100 * time.Millisecond)
 		c.Process.Signal(syscall.SIGINT)
@@ -131,15 +115,7 @@ func TestSignalAroundArming(t *testing.T) {
 			args = []string{"-warm"}
 		}
 		c := e.cmd(args...)
-		stdin, err := c.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		c.Stdout = &out
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
+		stdin, out := startHeld(t, c)
 		if i%2 == 1 {
 			time.Sleep(20 * time.Millisecond) // its warm-up is done or under way
 		}
@@ -173,4 +149,20 @@ func endOf(t *testing.T, c *exec.Cmd) syscall.WaitStatus {
 	ws := waitExit(t, c.Process)
 	c.Wait() // reaped already: this waits for the copy only
 	return ws
+}
+
+// startHeld starts c with a pipe for its stdin, which the caller writes
+// and closes, and its stdout copied into a buffer (read it after endOf).
+func startHeld(t *testing.T, c *exec.Cmd) (io.WriteCloser, *bytes.Buffer) {
+	t.Helper()
+	stdin, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(bytes.Buffer)
+	c.Stdout = out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, out
 }

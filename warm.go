@@ -232,8 +232,10 @@ const (
 // on values of its own, so that the call does not pay for the process's
 // first time through it. It changes nothing a call can see: its results
 // are dropped, but for the config file's decoding, which the call uses
-// only if the file's bytes are the same once its request is in.
-func warmUp(getenv func(string) string, configFile string) {
+// only if the file's bytes are the same once its request is in, and the
+// call record, made in the state dir the settings name now (stateFlag is
+// -state-dir), which the call uses if they name the same one then.
+func warmUp(getenv func(string) string, configFile, stateFlag string) {
 	// A call's process runs one call, one step at a time: with a single
 	// P the runtime does not wake a second thread each time a goroutine
 	// (a pipe's pump, the wait for the command) becomes runnable, which
@@ -246,7 +248,11 @@ func warmUp(getenv func(string) string, configFile string) {
 	}
 	// The config file, decoded now, is used if it still holds the same
 	// bytes when the call comes.
-	preloadConfig(configFile)
+	if cfg, err := preloadConfig(configFile); err == nil {
+		if dir, err := stateDirPath(stateFlag, &cfg, getenv); err == nil {
+			prepareCall(dir)
+		}
+	}
 	if req, err := parseRequest([]byte(warmRequest)); err == nil {
 		parseBashArgs(req.Args)
 	}
