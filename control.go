@@ -75,14 +75,20 @@ func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
 // readGrant is what confined commands may not read: [sandbox] deny_read
 // and the state dir, except the spill directory's files by exact path.
 func (inv *invocation) readGrant() readGrant {
-	g := readGrant{Denied: deniedPaths(inv.cfg.Sandbox.DenyRead, inv.home(), inv.stateDir)}
-	g.FilesOnly = []string{filepath.Join(inv.stateDir, "spill")}
-	return g
+	return grantFor(inv.cfg.Sandbox.DenyRead, inv.home(), inv.stateDir)
+}
+
+// grantFor is the read grant of deny_read, home and the state dir.
+func grantFor(denyRead []string, home, stateDir string) readGrant {
+	return readGrant{Denied: deniedPaths(denyRead, home, stateDir), FilesOnly: []string{filepath.Join(stateDir, "spill")}}
 }
 
 // home is $HOME, else the home of the user bashcall runs as.
-func (inv *invocation) home() string {
-	if h := inv.getenv("HOME"); h != "" {
+func (inv *invocation) home() string { return homeDir(inv.getenv) }
+
+// homeDir is $HOME in getenv, else the home of the user bashcall runs as.
+func homeDir(getenv func(string) string) string {
+	if h := getenv("HOME"); h != "" {
 		return h
 	}
 	return passwdHome(os.Getuid())

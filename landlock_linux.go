@@ -93,19 +93,35 @@ func landlockErrataFixed() uint64 {
 
 // buildRuleset creates the launch's Landlock ruleset and returns its
 // descriptor. It needs no particular thread or process: the native
-// launcher gets the ruleset bashcall built.
+// launcher gets the ruleset bashcall built. A warm child's call starts
+// from the read rules made ahead when they are the ones it plans
+// (rulesahead_linux.go).
 func buildRuleset(s *launchSpec) (int, error) {
 	abi, err := landlockABI()
 	if err != nil {
 		return -1, err
 	}
-	plan := planRuleset(s.writable, s.reads, s.netOff, abi, osListDir)
+	plan, dirs := planStamped(s, abi)
+	reads := len(plan.Rules) - len(s.writable)
+	if rfd, ok := takeRulesAhead(plan, reads, dirs); ok {
+		return addRules(rfd, plan.Rules[reads:])
+	}
+	return newRuleset(plan, abi)
+}
+
+// newRuleset creates the ruleset of plan.
+func newRuleset(plan rulesetPlan, abi int) (int, error) {
 	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), handledAccessNet: plan.HandledNet, scoped: plan.Scoped}
 	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
 	if err != nil {
 		return -1, fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
-	for _, r := range plan.Rules {
+	return addRules(rfd, plan.Rules)
+}
+
+// addRules adds rules to the ruleset rfd, which it closes if one fails.
+func addRules(rfd int, rules []landlockRule) (int, error) {
+	for _, r := range rules {
 		if err := addPathRule(rfd, r); err != nil {
 			unix.Close(rfd)
 			return -1, err

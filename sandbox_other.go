@@ -25,6 +25,9 @@ func runLauncher(args []string) error {
 // warmNativeLauncher has nothing to ready: nothing is launched confined.
 func warmNativeLauncher() {}
 
+// prepareReadRules has no ruleset to make.
+func prepareReadRules(readGrant, bool) {}
+
 // mountNamespace reports none: there is no launcher to give one to.
 func mountNamespace() nsKind { return nsNone }
 

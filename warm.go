@@ -234,7 +234,9 @@ const (
 // are dropped, but for the config file's decoding, which the call uses
 // only if the file's bytes are the same once its request is in, and the
 // call record, made in the state dir the settings name now (stateFlag is
-// -state-dir), which the call uses if they name the same one then.
+// -state-dir), which the call uses if they name the same one then, and
+// the read rules of a confined call's ruleset, which it uses if it plans
+// the same ones (rulesahead_linux.go).
 func warmUp(getenv func(string) string, configFile, stateFlag string) {
 	// A call's process runs one call, one step at a time: with a single
 	// P the runtime does not wake a second thread each time a goroutine
@@ -246,11 +248,19 @@ func warmUp(getenv func(string) string, configFile, stateFlag string) {
 	if _, err := toml.Decode(warmConfig, &cfg); err == nil {
 		cfg.validate()
 	}
+	sup := sandboxSupport(getenv)
+	native := sup.ABIErr == nil && getenv("BASHCALL_LAUNCHER") != "go"
+	if native {
+		warmNativeLauncher()
+	}
 	// The config file, decoded now, is used if it still holds the same
 	// bytes when the call comes.
 	if cfg, err := preloadConfig(configFile); err == nil {
 		if dir, err := stateDirPath(stateFlag, &cfg, getenv); err == nil {
 			prepareCall(dir)
+			if native && cfg.Sandbox.Mode != modeFullAccess {
+				prepareReadRules(grantFor(cfg.Sandbox.DenyRead, homeDir(getenv), canonicalPrefix(dir)), cfg.Sandbox.Network == "off")
+			}
 		}
 	}
 	if req, err := parseRequest([]byte(warmRequest)); err == nil {
@@ -262,7 +272,4 @@ func warmUp(getenv func(string) string, configFile, stateFlag string) {
 	resp := &response{Present: &presentation{}, StructuredContent: r}
 	setText(resp, renderForeground(r, true), terminalCard(r, true))
 	writeResponse(io.Discard, resp, false)
-	if sup := sandboxSupport(getenv); sup.ABIErr == nil && getenv("BASHCALL_LAUNCHER") != "go" {
-		warmNativeLauncher()
-	}
 }

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// aheadEnv is a home with a withheld ~/.ssh and a readable file, and a
+// state dir with its spill directory, for rulesets made ahead.
+type aheadEnv struct {
+	home, state string
+	grant       readGrant
+}
+
+func newAheadEnv(t *testing.T) *aheadEnv {
+	t.Helper()
+	requireABI(t, 1)
+	if _, err := nativeLauncher(); err != nil || os.Getenv("BASHCALL_LAUNCHER") == "go" {
+		t.Skipf("rulesets are made ahead for the native launcher only, which is not used here (%v)", err)
+	}
+	dir := t.TempDir()
+	a := &aheadEnv{home: filepath.Join(dir, "home"), state: filepath.Join(dir, "state")}
+	for _, d := range []string{filepath.Join(a.home, ".ssh"), filepath.Join(a.state, "spill")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(a.home, ".ssh", "key"), []byte("THE-KEY\n"), 0o600)
+	os.WriteFile(filepath.Join(a.home, "notes"), []byte("notes\n"), 0o644)
+	a.grant = grantFor([]string{"~/.ssh"}, a.home, a.state)
+	t.Cleanup(func() {
+		rulesAhead.Lock()
+		dropRulesAhead()
+		rulesAhead.Unlock()
+	})
+	return a
+}
+
+// run runs script through the native launcher with the env's grant and
+// more launcher arguments, and reports whether it took the ruleset made
+// ahead.
+func (a *aheadEnv) run(t *testing.T, script string, more ...string) (string, bool) {
+	t.Helper()
+	args := []string{"-w", "/dev/null"}
+	for _, d := range a.grant.Denied {
+		args = append(args, "-deny", d)
+	}
+	for _, f := range a.grant.FilesOnly {
+		args = append(args, "-rf", f)
+	}
+	args = append(append(args, more...), "--", "/bin/sh", "-c", script)
+	rulesAhead.Lock()
+	before := rulesAhead.taken
+	rulesAhead.Unlock()
+	res, out, err := launch(t, false, args...)
+	if err != nil || res.RunnerFailure != "" {
+		t.Fatalf("launch: %+v, %v\n%s", res, err, out)
+	}
+	rulesAhead.Lock()
+	defer rulesAhead.Unlock()
+	return out, rulesAhead.taken > before
+}
+
+// TestRulesAhead: a ruleset made ahead is taken by a call that plans the
+// same rules from the same filesystem, and confines it as a ruleset built
+// at the call does; after each change that a ruleset made ahead would get
+// wrong, the call builds its own, which reads what it now should.
+func TestRulesAhead(t *testing.T) {
+	a := newAheadEnv(t)
+	key, notes := filepath.Join(a.home, ".ssh", "key"), filepath.Join(a.home, "notes")
+	probe := fmt.Sprintf("cat %s; cat %s", key, notes)
+	// Untouched: taken. Its directories are the temp dir's ancestors,
+	// which other programs may change meanwhile: a few tries.
+	taken := false
+	for i := 0; i < 3 && !taken; i++ {
+		prepareReadRules(a.grant, false)
+		var out string
+		out, taken = a.run(t, probe)
+		if strings.Contains(out, "THE-KEY") || !strings.Contains(out, "notes\n") {
+			t.Errorf("with the ruleset made ahead: %q", out)
+		}
+	}
+	if !taken {
+		t.Fatal("a call that plans the same rules did not take the ruleset made ahead")
+	}
+	if _, taken := a.run(t, probe); taken {
+		t.Error("a ruleset made ahead was taken twice")
+	}
+
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T)
+		script string
+		want   string
+		more   []string
+	}{
+		{"an entry added", func(t *testing.T) {
+			os.Mkdir(filepath.Join(a.home, "new"), 0o755)
+			os.WriteFile(filepath.Join(a.home, "new", "f"), []byte("fresh\n"), 0o644)
+		}, "cat " + filepath.Join(a.home, "new", "f"), "fresh\n", nil},
+		{"an entry replaced under its name", func(t *testing.T) {
+			os.WriteFile(notes+".new", []byte("replaced\n"), 0o644)
+			if err := os.Rename(notes+".new", notes); err != nil {
+				t.Fatal(err)
+			}
+		}, "cat " + notes, "replaced\n", nil},
+		{"an entry removed and made again", func(t *testing.T) {
+			os.Remove(notes)
+			os.WriteFile(notes, []byte("made again\n"), 0o644)
+		}, "cat " + notes, "made again\n", nil},
+		{"the spill directory replaced", func(t *testing.T) {
+			spill := a.grant.FilesOnly[0]
+			os.Rename(spill, spill+".old")
+			os.Mkdir(spill, 0o700)
+			os.WriteFile(filepath.Join(spill, "x"), []byte("spilled\n"), 0o600)
+		}, "cat " + filepath.Join(a.grant.FilesOnly[0], "x"), "spilled\n", nil},
+		{"another path withheld", func(t *testing.T) {}, "cat " + notes + " 2>/dev/null || echo withheld", "withheld\n",
+			[]string{"-deny", notes}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			prepareReadRules(a.grant, false)
+			tt.change(t)
+			out, taken := a.run(t, tt.script, tt.more...)
+			if taken {
+				t.Error("the ruleset made ahead was taken")
+			}
+			if out != tt.want {
+				t.Errorf("got %q, want %q", out, tt.want)
+			}
+		})
+	}
+	t.Run("network off", func(t *testing.T) {
+		if requireABI(t, 4); !seccompEnforced() {
+			t.Skip("network = off needs the seccomp filter")
+		}
+		prepareReadRules(a.grant, false)
+		if _, taken := a.run(t, "true", "-net", "off"); taken {
+			t.Error("a ruleset made ahead without network rights was taken by a call with network off")
+		}
+	})
+	t.Run("unmounted", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("mounting needs root")
+		}
+		mnt := filepath.Join(a.home, "mnt")
+		os.Mkdir(mnt, 0o755)
+		os.WriteFile(filepath.Join(mnt, "under"), []byte("under the mount\n"), 0o644)
+		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, ""); err != nil {
+			t.Skipf("mount: %v", err)
+		}
+		mounted := true
+		defer func() {
+			if mounted {
+				unix.Unmount(mnt, 0)
+			}
+		}()
+		prepareReadRules(a.grant, false)
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Fatal(err)
+		}
+		mounted = false
+		out, taken := a.run(t, "cat "+filepath.Join(mnt, "under"))
+		if taken {
+			t.Error("the ruleset made ahead was taken after an unmount")
+		}
+		if out != "under the mount\n" {
+			t.Errorf("got %q", out)
+		}
+	})
+}
+
+// holdsRuleset reports whether pid holds a Landlock ruleset.
+func holdsRuleset(pid int) bool {
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fd); l == "anon_inode:[landlock-ruleset]" || l == "anon_inode:landlock-ruleset" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWarmChildReadRules: a server's warm child confined by default makes
+// its call's read rules while it waits; its call reads what a cold call
+// reads, a file made after the child started included, and not ~/.ssh. A
+// child whose calls run unconfined makes none.
+func TestWarmChildReadRules(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("the native launcher is built for amd64 and arm64")
+	}
+	for _, confined := range []bool{true, false} {
+		var e *testEnv
+		if confined {
+			e = newConfinedEnv(t, "")
+		} else {
+			e = newTestEnv(t, "")
+		}
+		home := filepath.Join(e.dir, "home")
+		os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+		os.WriteFile(filepath.Join(home, ".ssh", "id"), []byte("THE-KEY\n"), 0o600)
+		os.WriteFile(filepath.Join(home, "notes"), []byte("notes\n"), 0o644)
+		e.extraEnv = []string{"HOME=" + home}
+		warmOnce(t, e)
+		for _, later := range []bool{false, true} {
+			c := e.cmd("-warm")
+			stdin, out := startWaiting(t, c)
+			want := confined && os.Getenv("BASHCALL_LAUNCHER") != "go"
+			if got := holdsRuleset(c.Process.Pid); got != want {
+				t.Errorf("confined=%v: the waiting child holds a ruleset: %v, want %v", confined, got, want)
+			}
+			script := "cat ~/.ssh/id; cat ~/notes"
+			wantText := "notes\n"
+			if later {
+				os.WriteFile(filepath.Join(home, "later"), []byte("made later\n"), 0o644)
+				script, wantText = script+"; cat ~/later", "notes\nmade later\n"
+			}
+			io.WriteString(stdin, bashReq(script, ""))
+			stdin.Close()
+			waitExit(t, c.Process)
+			text := decodeResponse(t, out()).text()
+			if confined && (strings.Contains(text, "THE-KEY") || !strings.Contains(text, wantText)) {
+				t.Errorf("later=%v: %q", later, text)
+			}
+			if !confined && !strings.Contains(text, "THE-KEY\n"+wantText) {
+				t.Errorf("unconfined, later=%v: %q", later, text)
+			}
+		}
+	}
+}
+
+// TestStampedList: the listing behind every confined call's read rules
+// gives what os.ReadDir gives, entry types included.
+func TestStampedList(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+	os.Symlink("f", filepath.Join(dir, "l"))
+	syscall.Mkfifo(filepath.Join(dir, "p"), 0o644)
+	for _, d := range []string{dir, "/", "/dev", "/proc/self"} {
+		want, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stamps []dirStamp
+		got, err := stampedList(&stamps)(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || len(stamps) != 1 {
+			t.Fatalf("%s: %d entries and %d stamps, want %d and 1", d, len(got), len(stamps), len(want))
+		}
+		for i := range want {
+			if got[i].Name() != want[i].Name() || got[i].Type() != want[i].Type() || got[i].IsDir() != want[i].IsDir() {
+				t.Errorf("%s: entry %d is %q %v, want %q %v", d, i, got[i].Name(), got[i].Type(), want[i].Name(), want[i].Type())
+			}
+		}
+	}
+}
