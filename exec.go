@@ -162,6 +162,7 @@ func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 		argv, files, native := nativeLaunch(spec)
 		if !native {
 			argv = spec.Argv
+			releaseRulesAhead() // only the native launcher takes it
 		}
 		all := fds
 		for _, f := range files {

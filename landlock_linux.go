@@ -101,10 +101,14 @@ func buildRuleset(s *launchSpec) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	plan, dirs := planStamped(s, abi)
+	plan, dirs := planStamped(s, abi, nil)
 	reads := len(plan.Rules) - len(s.writable)
-	if rfd, ok := takeRulesAhead(plan, reads, dirs); ok {
-		return addRules(rfd, plan.Rules[reads:])
+	if rfd, later, ok := takeRulesAhead(plan, reads, dirs); ok {
+		rules := make([]landlockRule, 0, len(later)+len(s.writable))
+		for _, i := range later {
+			rules = append(rules, plan.Rules[i])
+		}
+		return addRules(rfd, append(rules, plan.Rules[reads:]...))
 	}
 	return newRuleset(plan, abi)
 }

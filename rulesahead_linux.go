@@ -12,10 +12,19 @@ package main
 // (/proc/self/mounts reports one to poll). Otherwise the call builds its
 // ruleset from nothing, as a call in a cold process does.
 //
-// A rule is bound to the inode it was opened at. An entry replaced under
-// its name since shows as another inode: the ruleset holds a reference to
-// each inode it has a rule on, so none of their numbers is reused while
-// it exists. An unmount releases those references, and is watched for.
+// A rule is bound to the inode it was opened at, and the ruleset holds a
+// reference to it, so that its number is not reused while the ruleset
+// exists: an entry replaced under its name since shows as another inode.
+// For that to hold, each rule made ahead is checked to be on the inode
+// the listing named (an entry replaced between the listing and the rule
+// gives up the ruleset), and rulesets are made ahead only where every
+// listed directory is on a filesystem whose inode numbers are unique on
+// their device (ext4, xfs, tmpfs; not overlayfs, whose layers can share
+// numbers, nor btrfs, whose subvolumes all have the same root inode,
+// nor network filesystems). An entry on another device is a mount point,
+// which the mount watch covers. Regular files get no rule ahead, only at
+// the call: a held reference would keep a deleted file's blocks in use
+// for as long as the child waits.
 
 import (
 	"bytes"
@@ -32,11 +41,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dirStamp identifies a directory as a listing saw it: its device and
-// inode, and each entry's name and inode.
+// dirStamp identifies a directory as a listing saw it: its device,
+// inode and filesystem type, and each entry's name and inode.
 type dirStamp struct {
 	path     string
 	dev, ino uint64
+	fsType   int64
 	entries  string // "name\x00inode\x00" for each entry, by name
 }
 
@@ -50,13 +60,15 @@ var rulesAhead = struct {
 	fd     int // the ruleset, while there is one
 	plan   rulesetPlan
 	dirs   []dirStamp
-	taken  int // how many calls took one (for tests)
+	later  []int // the read rules left to the call: regular files
+	taken  int   // how many calls took one (for tests)
 }{mounts: -1, fd: -1}
 
 // stampedList lists a directory as os.ReadDir does (sorted by name, a
-// symlinked directory followed) and appends its stamp to stamps. It reads
-// the entries itself: os.ReadDir keeps no inode numbers.
-func stampedList(stamps *[]dirStamp) listDir {
+// symlinked directory followed) and appends its stamp to stamps; inos,
+// when not nil, gets each entry's inode by path. It reads the entries
+// itself: os.ReadDir keeps no inode numbers.
+func stampedList(stamps *[]dirStamp, inos map[string]uint64) listDir {
 	buf := make([]byte, 8<<10) // touched once per plan: a page fault costs
 	return func(dir string) ([]fs.DirEntry, error) {
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -65,12 +77,19 @@ func stampedList(stamps *[]dirStamp) listDir {
 		}
 		defer unix.Close(fd)
 		var st unix.Stat_t
+		var sfs unix.Statfs_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			return nil, &fs.PathError{Op: "fstat", Path: dir, Err: err}
+		}
+		if err := unix.Fstatfs(fd, &sfs); err != nil {
+			return nil, &fs.PathError{Op: "fstatfs", Path: dir, Err: err}
 		}
 		var ents []*dirent
 		for {
 			n, err := unix.Getdents(fd, buf)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
 			if err != nil {
 				return nil, &fs.PathError{Op: "getdents", Path: dir, Err: err}
 			}
@@ -82,8 +101,8 @@ func stampedList(stamps *[]dirStamp) listDir {
 				name := buf[off+int(unsafe.Offsetof(d.Name)) : off+int(d.Reclen)]
 				name = name[:bytes.IndexByte(name, 0)]
 				off += int(d.Reclen)
-				if string(name) == "." || string(name) == ".." {
-					continue
+				if d.Ino == 0 || string(name) == "." || string(name) == ".." {
+					continue // ino 0: absent, as os.ReadDir has it
 				}
 				e := &dirent{dir: dir, name: string(name), typ: direntType(d.Type), ino: d.Ino}
 				if d.Type == unix.DT_UNKNOWN {
@@ -106,8 +125,11 @@ func stampedList(stamps *[]dirStamp) listDir {
 			entries[i] = e
 			list = strconv.AppendUint(append(append(list, e.name...), 0), e.ino, 10)
 			list = append(list, 0)
+			if inos != nil {
+				inos[filepath.Join(dir, e.name)] = e.ino
+			}
 		}
-		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, entries: string(list)})
+		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), entries: string(list)})
 		return entries, nil
 	}
 }
@@ -146,38 +168,50 @@ func direntType(t uint8) fs.FileMode {
 // stampDir appends the stamp of dir itself, not following a symlink.
 func stampDir(stamps *[]dirStamp, dir string) {
 	var st unix.Stat_t
-	if unix.Lstat(dir, &st) == nil {
-		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino})
+	var sfs unix.Statfs_t
+	if unix.Lstat(dir, &st) == nil && unix.Statfs(dir, &sfs) == nil {
+		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type)})
 	}
 }
 
 // planStamped plans the ruleset of s as buildRuleset does, with the
 // stamps of what the plan depends on: the split directories it listed and
 // the files-only directories it names.
-func planStamped(s *launchSpec, abi int) (rulesetPlan, []dirStamp) {
+func planStamped(s *launchSpec, abi int, inos map[string]uint64) (rulesetPlan, []dirStamp) {
 	var dirs []dirStamp
-	plan := planRuleset(s.writable, s.reads, s.netOff, abi, stampedList(&dirs))
+	plan := planRuleset(s.writable, s.reads, s.netOff, abi, stampedList(&dirs, inos))
 	for _, f := range s.reads.FilesOnly {
 		stampDir(&dirs, f)
 	}
 	return plan, dirs
 }
 
+// stableInodes reports whether a filesystem's inode numbers are unique on
+// its device and not reused while an inode is referenced.
+func stableInodes(fsType int64) bool {
+	switch fsType {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.TMPFS_MAGIC:
+		return true
+	}
+	return false
+}
+
 // prepareReadRules makes the ruleset of a call with reads g and netOff,
-// with its read rules and no writable path, for the call to take. It
-// changes nothing on disk.
+// with its read rules but those on regular files and no writable path,
+// for the call to take. It changes nothing on disk.
 func prepareReadRules(g readGrant, netOff bool) {
 	abi, err := landlockABI()
-	if err != nil {
+	if err != nil || !g.confined() {
 		return
 	}
 	mounts, err := unix.Open("/proc/self/mounts", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
-	plan, dirs := planStamped(&launchSpec{reads: g, netOff: netOff}, abi)
-	rfd, err := newRuleset(plan, abi)
-	if err != nil {
+	inos := map[string]uint64{}
+	plan, dirs := planStamped(&launchSpec{reads: g, netOff: netOff}, abi, inos)
+	rfd, later, ok := makeAhead(plan, abi, dirs, inos)
+	if !ok {
 		unix.Close(mounts)
 		return
 	}
@@ -185,20 +219,79 @@ func prepareReadRules(g readGrant, netOff bool) {
 	ra.Lock()
 	defer ra.Unlock()
 	dropRulesAhead()
-	ra.fd, ra.plan, ra.dirs, ra.mounts = rfd, plan, dirs, mounts
+	ra.fd, ra.plan, ra.dirs, ra.later, ra.mounts = rfd, plan, dirs, later, mounts
 }
 
-// takeRulesAhead returns the ruleset made ahead if it holds exactly the
-// read rules (the first reads rules) of plan, and nothing has changed
-// since that the plan was made from. Either way there is none after.
-func takeRulesAhead(plan rulesetPlan, reads int, dirs []dirStamp) (int, bool) {
+// makeAhead creates the ruleset of plan with its rules on anything but
+// regular files, each checked to be on the inode its listing named, and
+// returns the indexes of the rules left for later. ok is false where
+// that cannot be made to hold.
+func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint64) (rfd int, later []int, ok bool) {
+	byPath := map[string]dirStamp{}
+	for _, d := range dirs {
+		if !stableInodes(d.fsType) {
+			return -1, nil, false
+		}
+		byPath[d.path] = d
+	}
+	rfd, err := newRuleset(rulesetPlan{Handled: plan.Handled, HandledNet: plan.HandledNet, Scoped: plan.Scoped}, abi)
+	if err != nil {
+		return -1, nil, false
+	}
+	for i, r := range plan.Rules {
+		fd, err := unix.Openat2(unix.AT_FDCWD, r.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+		_, stamped := byPath[r.Path]
+		if _, listed := inos[r.Path]; errors.Is(err, unix.ENOENT) && !listed && !stamped {
+			continue // a files-only directory not there when stamped: a call skips it too
+		}
+		if err != nil {
+			unix.Close(rfd)
+			return -1, nil, false // gone since the listing, or unreadable
+		}
+		var st unix.Stat_t
+		err = unix.Fstat(fd, &st)
+		if err == nil && !listedAs(r.Path, &st, byPath, inos) {
+			err = unix.ESTALE
+		}
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			later = append(later, i)
+		} else if err == nil {
+			attr := pathBeneathAttr{allowedAccess: uint64(ruleAccess(r.Access, st.Mode&unix.S_IFMT == unix.S_IFDIR)), parentFD: int32(fd)}
+			err = landlockAddRule(rfd, &attr)
+		}
+		unix.Close(fd)
+		if err != nil {
+			unix.Close(rfd)
+			return -1, nil, false
+		}
+	}
+	return rfd, later, true
+}
+
+// listedAs reports whether st, of the rule path p, is what the listing
+// saw: the files-only directory's inode, or an entry's inode on its
+// directory's device (an entry on another device is a mount point).
+func listedAs(p string, st *unix.Stat_t, byPath map[string]dirStamp, inos map[string]uint64) bool {
+	if d, ok := byPath[p]; ok && d.entries == "" {
+		return st.Dev == d.dev && st.Ino == d.ino
+	}
+	d, ok := byPath[filepath.Dir(p)]
+	ino, listed := inos[p]
+	return ok && listed && (st.Dev != d.dev || st.Ino == ino)
+}
+
+// takeRulesAhead returns the ruleset made ahead and the indexes of the
+// read rules still to add, if it holds exactly the read rules (the first
+// reads rules) of plan, and nothing has changed since that the plan was
+// made from. Either way there is none after.
+func takeRulesAhead(plan rulesetPlan, reads int, dirs []dirStamp) (int, []int, bool) {
 	ra := &rulesAhead
 	ra.Lock()
 	defer ra.Unlock()
 	if ra.mounts < 0 {
-		return -1, false
+		return -1, nil, false
 	}
-	fd := ra.fd
+	fd, later := ra.fd, ra.later
 	same := ra.plan.Handled == plan.Handled && ra.plan.HandledNet == plan.HandledNet && ra.plan.Scoped == plan.Scoped &&
 		slices.Equal(ra.plan.Rules, plan.Rules[:reads]) && slices.Equal(ra.dirs, dirs) && !mountsChanged(ra.mounts)
 	if same {
@@ -206,10 +299,19 @@ func takeRulesAhead(plan rulesetPlan, reads int, dirs []dirStamp) (int, bool) {
 		ra.taken++
 	}
 	dropRulesAhead()
-	return fd, same
+	return fd, later, same
 }
 
-// dropRulesAhead closes what was made ahead; ra is locked.
+// releaseRulesAhead lets go of a ruleset made ahead that the call does
+// not take (an unconfined call, or one through the Go launcher), and of
+// the inodes it holds.
+func releaseRulesAhead() {
+	rulesAhead.Lock()
+	defer rulesAhead.Unlock()
+	dropRulesAhead()
+}
+
+// dropRulesAhead closes what was made ahead; rulesAhead is locked.
 func dropRulesAhead() {
 	ra := &rulesAhead
 	if ra.mounts >= 0 {
@@ -218,7 +320,7 @@ func dropRulesAhead() {
 	if ra.fd >= 0 {
 		unix.Close(ra.fd)
 	}
-	ra.fd, ra.plan, ra.dirs, ra.mounts = -1, rulesetPlan{}, nil, -1
+	ra.fd, ra.plan, ra.dirs, ra.later, ra.mounts = -1, rulesetPlan{}, nil, nil, -1
 }
 
 // mountsChanged reports whether the mount table of this namespace changed

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -250,7 +251,7 @@ func TestStampedList(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stamps []dirStamp
-		got, err := stampedList(&stamps)(d)
+		got, err := stampedList(&stamps, nil)(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,5 +263,64 @@ func TestStampedList(t *testing.T) {
 				t.Errorf("%s: entry %d is %q %v, want %q %v", d, i, got[i].Name(), got[i].Type(), want[i].Name(), want[i].Type())
 			}
 		}
+	}
+}
+
+// TestRulesAheadChecked: a ruleset is made ahead only from what the
+// listing saw (an entry replaced between the listing and its rule gives
+// it up), only on filesystems whose inode numbers name one file, and
+// without rules on regular files, which the call adds; one the call does
+// not take is let go of.
+func TestRulesAheadChecked(t *testing.T) {
+	a := newAheadEnv(t)
+	abi := requireABI(t, 1)
+	d := filepath.Join(a.home, "d")
+	os.Mkdir(d, 0o755)
+	plan := func() (rulesetPlan, []dirStamp, map[string]uint64) {
+		inos := map[string]uint64{}
+		p, dirs := planStamped(&launchSpec{reads: a.grant}, abi, inos)
+		return p, dirs, inos
+	}
+	p, dirs, inos := plan()
+	rfd, later, ok := makeAhead(p, abi, dirs, inos)
+	if !ok {
+		t.Fatal("no ruleset made ahead of an untouched listing")
+	}
+	unix.Close(rfd)
+	var files []int
+	for i, r := range p.Rules {
+		if fi, err := os.Lstat(r.Path); err == nil && fi.Mode().IsRegular() {
+			files = append(files, i)
+		}
+	}
+	if len(files) == 0 || !slices.Equal(later, files) {
+		t.Errorf("rules left for the call: %v, want the regular files' %v", later, files)
+	}
+
+	os.Rename(d, d+".old")
+	os.Mkdir(d, 0o755)
+	if rfd, _, ok := makeAhead(p, abi, dirs, inos); ok {
+		unix.Close(rfd)
+		t.Error("a ruleset was made ahead with an entry replaced since its listing")
+	}
+
+	p, dirs, inos = plan()
+	for i := range dirs {
+		dirs[i].fsType = unix.OVERLAYFS_SUPER_MAGIC
+	}
+	if rfd, _, ok := makeAhead(p, abi, dirs, inos); ok {
+		unix.Close(rfd)
+		t.Error("a ruleset was made ahead on overlayfs")
+	}
+
+	prepareReadRules(a.grant, false)
+	if _, out, err := launch(t, true, "-w", "/dev/null", "--", "/bin/true"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	rulesAhead.Lock()
+	left := rulesAhead.mounts >= 0
+	rulesAhead.Unlock()
+	if left {
+		t.Error("a call through the Go launcher left the ruleset made ahead held")
 	}
 }

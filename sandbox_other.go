@@ -28,6 +28,9 @@ func warmNativeLauncher() {}
 // prepareReadRules has no ruleset to make.
 func prepareReadRules(readGrant, bool) {}
 
+// releaseRulesAhead has none to release.
+func releaseRulesAhead() {}
+
 // mountNamespace reports none: there is no launcher to give one to.
 func mountNamespace() nsKind { return nsNone }
 
