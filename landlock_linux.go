@@ -140,18 +140,34 @@ func addRules(rfd int, rules []landlockRule) (int, error) {
 // bashcall checked the path (by a command of another call, in /tmp say)
 // fails the launcher instead of widening the sandbox.
 func addPathRule(rfd int, r landlockRule) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, r.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	fd, st, err := openRulePath(r.Path)
+	if errors.Is(err, unix.ENOENT) && r.Path != "/" {
+		return nil
+	}
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) && r.Path != "/" {
-			return nil
-		}
-		return fmt.Errorf("opening rule path %q: %w", r.Path, err)
+		return err
 	}
 	defer unix.Close(fd)
+	return addRuleAt(rfd, fd, &st, r)
+}
+
+// openRulePath opens a rule's path, without following any symlink, as an
+// O_PATH descriptor, and stats it.
+func openRulePath(p string) (int, unix.Stat_t, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("stat of rule path %q: %w", r.Path, err)
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if err != nil {
+		return -1, st, fmt.Errorf("opening rule path %q: %w", p, err)
 	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("stat of rule path %q: %w", p, err)
+	}
+	return fd, st, nil
+}
+
+// addRuleAt adds r to the ruleset rfd on fd, r's path opened.
+func addRuleAt(rfd, fd int, st *unix.Stat_t, r landlockRule) error {
 	attr := pathBeneathAttr{allowedAccess: uint64(ruleAccess(r.Access, st.Mode&unix.S_IFMT == unix.S_IFDIR)), parentFD: int32(fd)}
 	if err := landlockAddRule(rfd, &attr); err != nil {
 		return fmt.Errorf("landlock_add_rule %q: %w", r.Path, err)

@@ -239,40 +239,36 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 		return -1, nil, false
 	}
 	for i, r := range plan.Rules {
-		fd, err := unix.Openat2(unix.AT_FDCWD, r.Path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+		fd, st, err := openRulePath(r.Path)
 		_, stamped := byPath[r.Path]
 		if _, listed := inos[r.Path]; errors.Is(err, unix.ENOENT) && !listed && !stamped {
 			continue // a files-only directory not there when stamped: a call skips it too
 		}
+		if err == nil {
+			switch {
+			case !listedAs(r.Path, &st, byPath, inos):
+				err = unix.ESTALE // replaced since the listing
+			case st.Mode&unix.S_IFMT == unix.S_IFREG:
+				later = append(later, i)
+			default:
+				err = addRuleAt(rfd, fd, &st, r)
+			}
+			unix.Close(fd)
+		}
 		if err != nil {
 			unix.Close(rfd)
 			return -1, nil, false // gone since the listing, or unreadable
-		}
-		var st unix.Stat_t
-		err = unix.Fstat(fd, &st)
-		if err == nil && !listedAs(r.Path, &st, byPath, inos) {
-			err = unix.ESTALE
-		}
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			later = append(later, i)
-		} else if err == nil {
-			attr := pathBeneathAttr{allowedAccess: uint64(ruleAccess(r.Access, st.Mode&unix.S_IFMT == unix.S_IFDIR)), parentFD: int32(fd)}
-			err = landlockAddRule(rfd, &attr)
-		}
-		unix.Close(fd)
-		if err != nil {
-			unix.Close(rfd)
-			return -1, nil, false
 		}
 	}
 	return rfd, later, true
 }
 
 // listedAs reports whether st, of the rule path p, is what the listing
-// saw: the files-only directory's inode, or an entry's inode on its
+// saw: the files-only directory's inode (the only rule paths stamped
+// themselves: a split directory gets no rule), or an entry's inode on its
 // directory's device (an entry on another device is a mount point).
 func listedAs(p string, st *unix.Stat_t, byPath map[string]dirStamp, inos map[string]uint64) bool {
-	if d, ok := byPath[p]; ok && d.entries == "" {
+	if d, ok := byPath[p]; ok {
 		return st.Dev == d.dev && st.Ino == d.ino
 	}
 	d, ok := byPath[filepath.Dir(p)]
