@@ -168,10 +168,15 @@ func TestWaitingChildEndsWithoutRecord(t *testing.T) {
 }
 
 // TestServersStopWithoutRecords: serve and mcp stopped with a warm child
-// waiting (which they kill) leave no call record.
+// waiting (which they kill) leave no call record. The state dir exists
+// before the server starts: a warm child makes its record only in a state
+// dir that is there, and the child started with the server may still be
+// starting when the first call comes, which then runs in a child of its
+// own and leaves the first one waiting, with no record, for the next.
 func TestServersStopWithoutRecords(t *testing.T) {
 	t.Run("mcp", func(t *testing.T) {
 		e := newTestEnv(t, "")
+		warmOnce(t, e)
 		m := e.startMCP()
 		m.initialize(`{}`)
 		if r, _ := m.callTool(1, "bash", `{"command":"true","description":"d"}`, ""); r.IsError {
@@ -185,6 +190,7 @@ func TestServersStopWithoutRecords(t *testing.T) {
 	})
 	t.Run("serve", func(t *testing.T) {
 		e := newTestEnv(t, "")
+		warmOnce(t, e)
 		dir := filepath.Join(e.dir, "spool")
 		s := e.serve(dir)
 		drop(t, dir, "a.json", bashReq("true", ""))
