@@ -94,23 +94,17 @@ func landlockErrataFixed() uint64 {
 // buildRuleset creates the launch's Landlock ruleset and returns its
 // descriptor. It needs no particular thread or process: the native
 // launcher gets the ruleset bashcall built. A warm child's call starts
-// from the read rules made ahead when they are the ones it plans
-// (rulesahead_linux.go).
+// from the read rules made ahead when nothing they were planned from has
+// changed since (rulesahead_linux.go).
 func buildRuleset(s *launchSpec) (int, error) {
 	abi, err := landlockABI()
 	if err != nil {
 		return -1, err
 	}
-	plan, dirs := planStamped(s, abi, nil)
-	reads := len(plan.Rules) - len(s.writable)
-	if rfd, later, ok := takeRulesAhead(plan, reads, dirs); ok {
-		rules := make([]landlockRule, 0, len(later)+len(s.writable))
-		for _, i := range later {
-			rules = append(rules, plan.Rules[i])
-		}
-		return addRules(rfd, append(rules, plan.Rules[reads:]...))
+	if rfd, rules, ok := takeRulesAhead(s, abi); ok {
+		return addRules(rfd, rules)
 	}
-	return newRuleset(plan, abi)
+	return newRuleset(planRuleset(s.writable, s.reads, s.netOff, abi, osListDir), abi)
 }
 
 // newRuleset creates the ruleset of plan.

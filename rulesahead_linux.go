@@ -3,28 +3,39 @@ package main
 // The read rules of a confined call's Landlock ruleset, added by a warm
 // child (warm.go) while it waits for its call. They are most of a
 // ruleset's rules (one per entry of every split directory, readrules.go),
-// and adding them costs a few system calls each. The call still plans its
-// rules afresh, from the settings and the filesystem of its own time, and
-// takes the ruleset made ahead only if nothing the plan rests on changed:
-// the same rights and rules, each listed directory the same (its device
-// and inode, and each entry's name and inode), each files-only directory
-// the same inode, and no mount or unmount in this mount namespace since
-// (/proc/self/mounts reports one to poll). Otherwise the call builds its
-// ruleset from nothing, as a call in a cold process does.
+// and adding them costs a few system calls each; listing the split
+// directories again at the call, to see that nothing changed, cost as
+// much. The call takes the ruleset made ahead only if it was planned
+// from what the call's own plan would rest on: the same rights, the same
+// read grant (the withheld paths, resolved by the call, and the
+// files-only directories), each files-only directory the same inode, no
+// change to the entries of any listed directory since it was listed, and
+// no mount or unmount in this mount namespace since (/proc/self/mounts
+// reports one to poll). Otherwise the call builds its ruleset from
+// nothing, as a call in a cold process does. planReadRules depends on
+// nothing else.
 //
-// A rule is bound to the inode it was opened at, and the ruleset holds a
-// reference to it, so that its number is not reused while the ruleset
-// exists: an entry replaced under its name since shows as another inode.
-// For that to hold, each rule made ahead is checked to be on the inode
-// the listing named (an entry replaced between the listing and the rule
-// gives up the ruleset), and rulesets are made ahead only where every
-// listed directory is on a filesystem whose inode numbers are unique on
-// their device (ext4, xfs, tmpfs; not overlayfs, whose layers can share
-// numbers, nor btrfs, whose subvolumes all have the same root inode,
-// nor network filesystems). An entry on another device is a mount point,
-// which the mount watch covers. Regular files get no rule ahead, only at
-// the call: a held reference would keep a deleted file's blocks in use
-// for as long as the child waits.
+// Changes to the listed directories are watched with inotify, which the
+// kernel notifies from the very operation that creates, removes or
+// renames an entry, or the directory itself. Each directory is watched
+// through the descriptor it is listed from, before it is read: a change
+// after the watch is an event, one before it is in the listing. The
+// directories are listed parents first (a split directory's parent is
+// split too), so that a directory swapped under its path before its own
+// watch shows in its parent's. Any event at all, or a full queue, counts
+// as a change.
+//
+// A rule is bound to the inode it was opened at. Each rule made ahead is
+// checked to be on the inode the listing named (an entry replaced between
+// the listing and the rule gives up the ruleset), and rulesets are made
+// ahead only where every listed directory is on a filesystem whose inode
+// numbers are unique on their device (ext4, xfs, tmpfs; not overlayfs,
+// whose layers can share numbers, nor btrfs, whose subvolumes all have
+// the same root inode, nor network filesystems, whose changes made
+// elsewhere inotify does not see). An entry on another device is a mount
+// point, which the mount watch covers. Regular files get no rule ahead,
+// only at the call: a held reference would keep a deleted file's blocks
+// in use for as long as the child waits.
 
 import (
 	"bytes"
@@ -42,12 +53,15 @@ import (
 )
 
 // dirStamp identifies a directory as a listing saw it: its device,
-// inode and filesystem type, and each entry's name and inode.
+// inode and filesystem type, and each entry's name and inode; or, for a
+// files-only directory, as it was stamped without a listing.
 type dirStamp struct {
-	path     string
-	dev, ino uint64
-	fsType   int64
-	entries  string // "name\x00inode\x00" for each entry, by name
+	path      string
+	dev, ino  uint64
+	fsType    int64
+	entries   string // "name\x00inode\x00" for each entry, by name
+	watched   bool   // listed with an inotify watch on it
+	filesOnly bool
 }
 
 // rulesAhead is the ruleset made ahead, until a call takes it.
@@ -55,20 +69,33 @@ var rulesAhead = struct {
 	sync.Mutex
 	// mounts is /proc/self/mounts, opened before the listing, or -1 when
 	// none is made. It is not an os.File: the runtime's poller would take
-	// the mount event that mountsChanged looks for.
-	mounts int
-	fd     int // the ruleset, while there is one
-	plan   rulesetPlan
-	dirs   []dirStamp
-	later  []int // the read rules left to the call: regular files
-	taken  int   // how many calls took one (for tests)
-}{mounts: -1, fd: -1}
+	// the mount event that pollReady looks for. Nor is notify, the
+	// inotify instance watching the listed directories.
+	mounts, notify int
+	// spent is an inotify instance no longer watched for, left open:
+	// its release waits for the kernel's SRCU grace period (from a tenth
+	// of a millisecond to ten, measured), which a call must not wait
+	// for. The process's exit closes it, or the next ruleset made ahead.
+	spent int
+	fd    int // the ruleset, while there is one
+	plan  rulesetPlan
+	grant readGrant
+	files []dirStamp // the files-only directories' stamps
+	later []int      // the read rules left to the call: regular files
+	taken int        // how many calls took one (for tests)
+}{mounts: -1, notify: -1, spent: -1, fd: -1}
+
+// watchMask is every change to a directory's entries, or to the directory
+// itself; IN_IGNORED, IN_UNMOUNT and IN_Q_OVERFLOW come regardless.
+const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
 // stampedList lists a directory as os.ReadDir does (sorted by name, a
 // symlinked directory followed) and appends its stamp to stamps; inos,
 // when not nil, gets each entry's inode by path. It reads the entries
-// itself: os.ReadDir keeps no inode numbers.
-func stampedList(stamps *[]dirStamp, inos map[string]uint64) listDir {
+// itself: os.ReadDir keeps no inode numbers. With an inotify instance
+// (notify >= 0), the directory is watched before it is read.
+func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir {
 	buf := make([]byte, 8<<10) // touched once per plan: a page fault costs
 	return func(dir string) ([]fs.DirEntry, error) {
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -83,6 +110,11 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64) listDir {
 		}
 		if err := unix.Fstatfs(fd, &sfs); err != nil {
 			return nil, &fs.PathError{Op: "fstatfs", Path: dir, Err: err}
+		}
+		watched := false
+		if notify >= 0 {
+			_, err := unix.InotifyAddWatch(notify, "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
+			watched = err == nil
 		}
 		var ents []*dirent
 		for {
@@ -129,7 +161,7 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64) listDir {
 				inos[filepath.Join(dir, e.name)] = e.ino
 			}
 		}
-		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), entries: string(list)})
+		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), entries: string(list), watched: watched})
 		return entries, nil
 	}
 }
@@ -170,20 +202,27 @@ func stampDir(stamps *[]dirStamp, dir string) {
 	var st unix.Stat_t
 	var sfs unix.Statfs_t
 	if unix.Lstat(dir, &st) == nil && unix.Statfs(dir, &sfs) == nil {
-		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type)})
+		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), filesOnly: true})
 	}
 }
 
 // planStamped plans the ruleset of s as buildRuleset does, with the
-// stamps of what the plan depends on: the split directories it listed and
-// the files-only directories it names.
-func planStamped(s *launchSpec, abi int, inos map[string]uint64) (rulesetPlan, []dirStamp) {
+// stamps of what the plan depends on: the split directories it listed
+// (watched by notify, if it is an inotify instance) and the files-only
+// directories it names.
+func planStamped(s *launchSpec, abi int, inos map[string]uint64, notify int) (rulesetPlan, []dirStamp) {
 	var dirs []dirStamp
-	plan := planRuleset(s.writable, s.reads, s.netOff, abi, stampedList(&dirs, inos))
-	for _, f := range s.reads.FilesOnly {
+	plan := planRuleset(s.writable, s.reads, s.netOff, abi, stampedList(&dirs, inos, notify))
+	return plan, append(dirs, filesOnlyStamps(s.reads)...)
+}
+
+// filesOnlyStamps are the stamps of g's files-only directories.
+func filesOnlyStamps(g readGrant) []dirStamp {
+	var dirs []dirStamp
+	for _, f := range g.FilesOnly {
 		stampDir(&dirs, f)
 	}
-	return plan, dirs
+	return dirs
 }
 
 // stableInodes reports whether a filesystem's inode numbers are unique on
@@ -204,22 +243,35 @@ func prepareReadRules(g readGrant, netOff bool) {
 	if err != nil || !g.confined() {
 		return
 	}
+	closeSpentWatch()
 	mounts, err := unix.Open("/proc/self/mounts", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
+	notify, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		unix.Close(mounts)
+		return
+	}
 	inos := map[string]uint64{}
-	plan, dirs := planStamped(&launchSpec{reads: g, netOff: netOff}, abi, inos)
+	plan, dirs := planStamped(&launchSpec{reads: g, netOff: netOff}, abi, inos, notify)
 	rfd, later, ok := makeAhead(plan, abi, dirs, inos)
 	if !ok {
 		unix.Close(mounts)
+		unix.Close(notify)
 		return
+	}
+	var files []dirStamp
+	for _, d := range dirs {
+		if d.filesOnly {
+			files = append(files, d)
+		}
 	}
 	ra := &rulesAhead
 	ra.Lock()
 	defer ra.Unlock()
 	dropRulesAhead()
-	ra.fd, ra.plan, ra.dirs, ra.later, ra.mounts = rfd, plan, dirs, later, mounts
+	ra.fd, ra.plan, ra.grant, ra.files, ra.later, ra.mounts, ra.notify = rfd, plan, g, files, later, mounts, notify
 }
 
 // makeAhead creates the ruleset of plan with its rules on anything but
@@ -229,7 +281,7 @@ func prepareReadRules(g readGrant, netOff bool) {
 func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint64) (rfd int, later []int, ok bool) {
 	byPath := map[string]dirStamp{}
 	for _, d := range dirs {
-		if !stableInodes(d.fsType) {
+		if !stableInodes(d.fsType) || !d.filesOnly && !d.watched {
 			return -1, nil, false
 		}
 		byPath[d.path] = d
@@ -276,26 +328,36 @@ func listedAs(p string, st *unix.Stat_t, byPath map[string]dirStamp, inos map[st
 	return ok && listed && (st.Dev != d.dev || st.Ino == ino)
 }
 
-// takeRulesAhead returns the ruleset made ahead and the indexes of the
-// read rules still to add, if it holds exactly the read rules (the first
-// reads rules) of plan, and nothing has changed since that the plan was
-// made from. Either way there is none after.
-func takeRulesAhead(plan rulesetPlan, reads int, dirs []dirStamp) (int, []int, bool) {
+// takeRulesAhead returns the ruleset made ahead for s, with the rules
+// still to add to it (the regular files' read rules, then the writable
+// paths' rules), if it was made with the rights s is confined with, from
+// the read grant of s, and nothing it was planned from has changed since.
+// Either way there is none after.
+func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, bool) {
 	ra := &rulesAhead
 	ra.Lock()
 	defer ra.Unlock()
-	if ra.mounts < 0 {
+	if ra.fd < 0 {
 		return -1, nil, false
 	}
-	fd, later := ra.fd, ra.later
-	same := ra.plan.Handled == plan.Handled && ra.plan.HandledNet == plan.HandledNet && ra.plan.Scoped == plan.Scoped &&
-		slices.Equal(ra.plan.Rules, plan.Rules[:reads]) && slices.Equal(ra.dirs, dirs) && !mountsChanged(ra.mounts)
+	head := rulesetHead(s.netOff, abi)
+	same := ra.plan.Handled == head.Handled && ra.plan.HandledNet == head.HandledNet && ra.plan.Scoped == head.Scoped &&
+		slices.Equal(ra.grant.Denied, s.reads.Denied) && slices.Equal(ra.grant.FilesOnly, s.reads.FilesOnly) &&
+		!pollReady(ra.notify, unix.POLLIN) && !pollReady(ra.mounts, unix.POLLPRI) &&
+		slices.Equal(ra.files, filesOnlyStamps(s.reads))
+	fd := ra.fd
+	var rules []landlockRule
 	if same {
+		rules = make([]landlockRule, 0, len(ra.later)+len(s.writable))
+		for _, i := range ra.later {
+			rules = append(rules, ra.plan.Rules[i])
+		}
+		rules = append(rules, writableRules(s.writable, head.Handled)...)
 		ra.fd = -1
 		ra.taken++
 	}
 	dropRulesAhead()
-	return fd, later, same
+	return fd, rules, same
 }
 
 // releaseRulesAhead lets go of a ruleset made ahead that the call does
@@ -307,22 +369,39 @@ func releaseRulesAhead() {
 	dropRulesAhead()
 }
 
-// dropRulesAhead closes what was made ahead; rulesAhead is locked.
+// dropRulesAhead closes what was made ahead, but for its inotify
+// instance, which it leaves spent; rulesAhead is locked.
 func dropRulesAhead() {
 	ra := &rulesAhead
-	if ra.mounts >= 0 {
-		unix.Close(ra.mounts)
+	for _, fd := range []int{ra.mounts, ra.fd} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
-	if ra.fd >= 0 {
-		unix.Close(ra.fd)
+	if ra.notify >= 0 {
+		if ra.spent >= 0 {
+			unix.Close(ra.spent)
+		}
+		ra.spent = ra.notify
 	}
-	ra.fd, ra.plan, ra.dirs, ra.later, ra.mounts = -1, rulesetPlan{}, nil, nil, -1
+	ra.fd, ra.plan, ra.grant, ra.files, ra.later, ra.mounts, ra.notify = -1, rulesetPlan{}, readGrant{}, nil, nil, -1, -1
 }
 
-// mountsChanged reports whether the mount table of this namespace changed
-// since fd (/proc/self/mounts) was opened, or cannot tell.
-func mountsChanged(fd int) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
+// closeSpentWatch closes the spent inotify instance, away from any call.
+func closeSpentWatch() {
+	rulesAhead.Lock()
+	defer rulesAhead.Unlock()
+	if rulesAhead.spent >= 0 {
+		unix.Close(rulesAhead.spent)
+		rulesAhead.spent = -1
+	}
+}
+
+// pollReady reports whether fd has events (POLLPRI on /proc/self/mounts:
+// the mount table changed; POLLIN on an inotify instance: a watched
+// directory changed), or cannot tell.
+func pollReady(fd int, events int16) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: events}}
 	n, err := unix.Poll(fds, 0)
 	return err != nil || n != 0
 }

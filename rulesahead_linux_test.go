@@ -41,6 +41,7 @@ func newAheadEnv(t *testing.T) *aheadEnv {
 		rulesAhead.Lock()
 		dropRulesAhead()
 		rulesAhead.Unlock()
+		closeSpentWatch()
 	})
 	return a
 }
@@ -77,15 +78,16 @@ func (a *aheadEnv) run(t *testing.T, script string, more ...string) (string, boo
 func TestRulesAhead(t *testing.T) {
 	a := newAheadEnv(t)
 	key, notes := filepath.Join(a.home, ".ssh", "key"), filepath.Join(a.home, "notes")
-	probe := fmt.Sprintf("cat %s; cat %s", key, notes)
+	work := t.TempDir()
+	probe := fmt.Sprintf("cat %s; cat %s; echo written > %s/f && cat %s/f", key, notes, work, work)
 	// Untouched: taken. Its directories are the temp dir's ancestors,
 	// which other programs may change meanwhile: a few tries.
 	taken := false
 	for i := 0; i < 3 && !taken; i++ {
 		prepareReadRules(a.grant, false)
 		var out string
-		out, taken = a.run(t, probe)
-		if strings.Contains(out, "THE-KEY") || !strings.Contains(out, "notes\n") {
+		out, taken = a.run(t, probe, "-w", work)
+		if strings.Contains(out, "THE-KEY") || !strings.Contains(out, "notes\n") || !strings.Contains(out, "written\n") {
 			t.Errorf("with the ruleset made ahead: %q", out)
 		}
 	}
@@ -96,37 +98,84 @@ func TestRulesAhead(t *testing.T) {
 		t.Error("a ruleset made ahead was taken twice")
 	}
 
+	sub := filepath.Join(a.home, "sub")
+	os.Mkdir(sub, 0o755)
 	for _, tt := range []struct {
 		name   string
+		setup  func(t *testing.T) // before the ruleset is made ahead
 		change func(t *testing.T)
 		script string
 		want   string
 		more   []string
 	}{
-		{"an entry added", func(t *testing.T) {
+		{"an entry added", nil, func(t *testing.T) {
 			os.Mkdir(filepath.Join(a.home, "new"), 0o755)
 			os.WriteFile(filepath.Join(a.home, "new", "f"), []byte("fresh\n"), 0o644)
 		}, "cat " + filepath.Join(a.home, "new", "f"), "fresh\n", nil},
-		{"an entry replaced under its name", func(t *testing.T) {
+		{"an entry replaced under its name", nil, func(t *testing.T) {
 			os.WriteFile(notes+".new", []byte("replaced\n"), 0o644)
 			if err := os.Rename(notes+".new", notes); err != nil {
 				t.Fatal(err)
 			}
 		}, "cat " + notes, "replaced\n", nil},
-		{"an entry removed and made again", func(t *testing.T) {
+		{"an entry removed and made again", nil, func(t *testing.T) {
 			os.Remove(notes)
 			os.WriteFile(notes, []byte("made again\n"), 0o644)
 		}, "cat " + notes, "made again\n", nil},
-		{"the spill directory replaced", func(t *testing.T) {
+		{"the spill directory replaced", nil, func(t *testing.T) {
 			spill := a.grant.FilesOnly[0]
 			os.Rename(spill, spill+".old")
 			os.Mkdir(spill, 0o700)
 			os.WriteFile(filepath.Join(spill, "x"), []byte("spilled\n"), 0o600)
 		}, "cat " + filepath.Join(a.grant.FilesOnly[0], "x"), "spilled\n", nil},
-		{"another path withheld", func(t *testing.T) {}, "cat " + notes + " 2>/dev/null || echo withheld", "withheld\n",
+		{"another path withheld", nil, func(t *testing.T) {}, "cat " + notes + " 2>/dev/null || echo withheld", "withheld\n",
 			[]string{"-deny", notes}},
+		{"a split directory replaced under its path", nil, func(t *testing.T) {
+			old := a.home + ".old"
+			if err := os.Rename(a.home, old); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				os.RemoveAll(a.home)
+				os.Rename(old, a.home)
+			})
+			os.MkdirAll(filepath.Join(a.home, ".ssh"), 0o700)
+			os.WriteFile(key, []byte("THE-NEW-KEY\n"), 0o600)
+			os.WriteFile(notes, []byte("new notes\n"), 0o644)
+		}, "cat " + key + " 2>/dev/null; cat " + notes, "new notes\n", nil},
+		{"an entry renamed over another", func(t *testing.T) {
+			os.WriteFile(notes+".new", []byte("renamed over\n"), 0o644)
+		}, func(t *testing.T) {
+			if err := os.Rename(notes+".new", notes); err != nil {
+				t.Fatal(err)
+			}
+		}, "cat " + notes, "renamed over\n", nil},
+		{"an entry moved in", func(t *testing.T) {
+			os.WriteFile(filepath.Join(sub, "in"), []byte("moved in\n"), 0o644)
+		}, func(t *testing.T) {
+			if err := os.Rename(filepath.Join(sub, "in"), filepath.Join(a.home, "in")); err != nil {
+				t.Fatal(err)
+			}
+		}, "cat " + filepath.Join(a.home, "in"), "moved in\n", nil},
+		{"an entry moved out", func(t *testing.T) {
+			os.Mkdir(filepath.Join(a.home, "out"), 0o755)
+		}, func(t *testing.T) {
+			if err := os.Rename(filepath.Join(a.home, "out"), filepath.Join(sub, "out")); err != nil {
+				t.Fatal(err)
+			}
+		}, "ls -d " + filepath.Join(sub, "out"), filepath.Join(sub, "out") + "\n", nil},
+		{"an entry removed", func(t *testing.T) {
+			os.Mkdir(filepath.Join(a.home, "gone"), 0o755)
+		}, func(t *testing.T) {
+			if err := os.Remove(filepath.Join(a.home, "gone")); err != nil {
+				t.Fatal(err)
+			}
+		}, "ls " + filepath.Join(a.home, "gone") + " 2>/dev/null || echo gone", "gone\n", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.setup != nil {
+				tt.setup(t)
+			}
 			prepareReadRules(a.grant, false)
 			tt.change(t)
 			out, taken := a.run(t, tt.script, tt.more...)
@@ -251,7 +300,7 @@ func TestStampedList(t *testing.T) {
 			t.Fatal(err)
 		}
 		var stamps []dirStamp
-		got, err := stampedList(&stamps, nil)(d)
+		got, err := stampedList(&stamps, nil, -1)(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,12 +325,23 @@ func TestRulesAheadChecked(t *testing.T) {
 	abi := requireABI(t, 1)
 	d := filepath.Join(a.home, "d")
 	os.Mkdir(d, 0o755)
-	plan := func() (rulesetPlan, []dirStamp, map[string]uint64) {
+	notify, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(notify)
+	plan := func(notify int) (rulesetPlan, []dirStamp, map[string]uint64) {
 		inos := map[string]uint64{}
-		p, dirs := planStamped(&launchSpec{reads: a.grant}, abi, inos)
+		p, dirs := planStamped(&launchSpec{reads: a.grant}, abi, inos, notify)
 		return p, dirs, inos
 	}
-	p, dirs, inos := plan()
+	if p, dirs, inos := plan(-1); true {
+		if rfd, _, ok := makeAhead(p, abi, dirs, inos); ok {
+			unix.Close(rfd)
+			t.Error("a ruleset was made ahead of a listing not watched")
+		}
+	}
+	p, dirs, inos := plan(notify)
 	rfd, later, ok := makeAhead(p, abi, dirs, inos)
 	if !ok {
 		t.Fatal("no ruleset made ahead of an untouched listing")
@@ -304,7 +364,7 @@ func TestRulesAheadChecked(t *testing.T) {
 		t.Error("a ruleset was made ahead with an entry replaced since its listing")
 	}
 
-	p, dirs, inos = plan()
+	p, dirs, inos = plan(notify)
 	for i := range dirs {
 		dirs[i].fsType = unix.OVERLAYFS_SUPER_MAGIC
 	}

@@ -194,17 +194,30 @@ const (
 // device creation beneath each writable path, and with netOff every TCP
 // bind and connect denied.
 func planRuleset(writable []string, reads readGrant, netOff bool, abi int, list listDir) rulesetPlan {
+	p := rulesetHead(netOff, abi)
+	p.Rules = append(planReadRules(reads, accessRead&p.Handled, list), writableRules(writable, p.Handled)...)
+	return p
+}
+
+// rulesetHead is a ruleset plan's rights, without rules.
+func rulesetHead(netOff bool, abi int) rulesetPlan {
 	sup := abiSupport(abi)
 	p := rulesetPlan{Handled: sup.fs, Scoped: sup.scoped}
 	if netOff {
 		p.HandledNet = accessNetBindTCP | accessNetConnectTCP
 	}
-	p.Rules = planReadRules(reads, accessRead&sup.fs, list)
-	// Device nodes are never created, not even where writing is granted.
-	for _, w := range writable {
-		p.Rules = append(p.Rules, landlockRule{Path: w, Access: sup.fs &^ (accessMakeChar | accessMakeBlock)})
-	}
 	return p
+}
+
+// writableRules are the rules on the writable paths, which come after the
+// read rules. Device nodes are never created, not even where writing is
+// granted.
+func writableRules(writable []string, handled accessFS) []landlockRule {
+	rules := make([]landlockRule, 0, len(writable))
+	for _, w := range writable {
+		rules = append(rules, landlockRule{Path: w, Access: handled &^ (accessMakeChar | accessMakeBlock)})
+	}
+	return rules
 }
 
 // ruleAccess keeps only file rights in a rule on a non-directory, which the
