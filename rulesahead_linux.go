@@ -9,21 +9,24 @@ package main
 // from what the call's own plan would rest on: the same rights, the same
 // read grant (the withheld paths, resolved by the call, and the
 // files-only directories), each files-only directory the same inode, no
-// change to the entries of any listed directory since it was listed, and
-// no mount or unmount in this mount namespace since (/proc/self/mounts
-// reports one to poll). Otherwise the call builds its ruleset from
-// nothing, as a call in a cold process does. planReadRules depends on
-// nothing else.
+// change to the entries of any listed directory since it was listed, nor
+// to its or its entries' attributes, and no mount or unmount in this mount
+// namespace since (/proc/self/mounts reports one to poll). Otherwise the
+// call builds its ruleset from nothing, as a call in a cold process does.
+// planReadRules depends on nothing else but whether bashcall can list
+// each split directory, which a change of its mode, owner or ACL changes:
+// those are attribute events, and a ruleset is not made ahead at all
+// where a split directory cannot be listed.
 //
 // Changes to the listed directories are watched with inotify, which the
 // kernel notifies from the very operation that creates, removes or
-// renames an entry, or the directory itself. Each directory is watched
-// through the descriptor it is listed from, before it is read: a change
-// after the watch is an event, one before it is in the listing. The
-// directories are listed parents first (a split directory's parent is
-// split too), so that a directory swapped under its path before its own
-// watch shows in its parent's. Any event at all, or a full queue, counts
-// as a change.
+// renames an entry, or the directory itself, or changes their attributes.
+// Each directory is watched through the descriptor it is listed from,
+// before it is read: a change after the watch is an event, one before it
+// is in the listing. The directories are listed parents first (a split
+// directory's parent is split too), so that a directory swapped under its
+// path before its own watch shows in its parent's. Any event at all, or a
+// full queue, counts as a change.
 //
 // A rule is bound to the inode it was opened at. Each rule made ahead is
 // checked to be on the inode the listing named (an entry replaced between
@@ -33,7 +36,9 @@ package main
 // whose layers can share numbers, nor btrfs, whose subvolumes all have
 // the same root inode, nor network filesystems, whose changes made
 // elsewhere inotify does not see). An entry on another device is a mount
-// point, which the mount watch covers. Regular files get no rule ahead,
+// point, which the mount watch covers; a mount point of the same device (a
+// bind mount from the same filesystem) shows another inode than the one
+// listed, and no ruleset is made ahead. Regular files get no rule ahead,
 // only at the call: a held reference would keep a deleted file's blocks
 // in use for as long as the child waits.
 
@@ -47,20 +52,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // dirStamp identifies a directory as a listing saw it: its device,
-// inode and filesystem type, and each entry's name and inode; or, for a
-// files-only directory, as it was stamped without a listing.
+// inode and filesystem type; or, for a files-only directory, as it was
+// stamped without a listing.
 type dirStamp struct {
 	path      string
 	dev, ino  uint64
 	fsType    int64
-	entries   string // "name\x00inode\x00" for each entry, by name
-	watched   bool   // listed with an inotify watch on it
+	watched   bool // listed with an inotify watch on it
+	unlisted  bool // its listing failed: the plan grants nothing beneath
 	filesOnly bool
 }
 
@@ -75,7 +81,10 @@ var rulesAhead = struct {
 	// spent is an inotify instance no longer watched for, left open:
 	// its release waits for the kernel's SRCU grace period (from a tenth
 	// of a millisecond to ten, measured), which a call must not wait
-	// for. The process's exit closes it, or the next ruleset made ahead.
+	// for. It is closed spentLinger later, or by the process's exit if
+	// that is sooner, or by the next ruleset made ahead: a call that runs
+	// longer does not hold one of the user's inotify instances (128 by
+	// default) for as long as it runs.
 	spent int
 	fd    int // the ruleset, while there is one
 	plan  rulesetPlan
@@ -87,29 +96,44 @@ var rulesAhead = struct {
 
 // watchMask is every change to a directory's entries, or to the directory
 // itself; IN_IGNORED, IN_UNMOUNT and IN_Q_OVERFLOW come regardless.
-const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO | unix.IN_ATTRIB |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 
 // stampedList lists a directory as os.ReadDir does (sorted by name, a
-// symlinked directory followed) and appends its stamp to stamps; inos,
-// when not nil, gets each entry's inode by path. It reads the entries
-// itself: os.ReadDir keeps no inode numbers. With an inotify instance
-// (notify >= 0), the directory is watched before it is read.
+// symlinked directory followed) and appends its stamp to stamps, an
+// unlisted one if the listing fails; inos, when not nil, gets each
+// entry's inode by path. It reads the entries itself: os.ReadDir keeps no
+// inode numbers. With an inotify instance (notify >= 0), the directory is
+// watched before it is read.
 func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir {
 	buf := make([]byte, 8<<10) // touched once per plan: a page fault costs
+	list := stampedListing(buf, inos, notify)
 	return func(dir string) ([]fs.DirEntry, error) {
+		entries, stamp, err := list(dir)
+		if err != nil {
+			stamp = dirStamp{path: dir, unlisted: true}
+		}
+		*stamps = append(*stamps, stamp)
+		return entries, err
+	}
+}
+
+// stampedListing is stampedList's listing of one directory, and its stamp.
+func stampedListing(buf []byte, inos map[string]uint64, notify int) func(dir string) ([]fs.DirEntry, dirStamp, error) {
+	return func(dir string) ([]fs.DirEntry, dirStamp, error) {
+		var none dirStamp
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
+			return nil, none, &fs.PathError{Op: "open", Path: dir, Err: err}
 		}
 		defer unix.Close(fd)
 		var st unix.Stat_t
 		var sfs unix.Statfs_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, &fs.PathError{Op: "fstat", Path: dir, Err: err}
+			return nil, none, &fs.PathError{Op: "fstat", Path: dir, Err: err}
 		}
 		if err := unix.Fstatfs(fd, &sfs); err != nil {
-			return nil, &fs.PathError{Op: "fstatfs", Path: dir, Err: err}
+			return nil, none, &fs.PathError{Op: "fstatfs", Path: dir, Err: err}
 		}
 		watched := false
 		if notify >= 0 {
@@ -123,7 +147,7 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir
 				continue
 			}
 			if err != nil {
-				return nil, &fs.PathError{Op: "getdents", Path: dir, Err: err}
+				return nil, none, &fs.PathError{Op: "getdents", Path: dir, Err: err}
 			}
 			if n <= 0 {
 				break
@@ -143,7 +167,7 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir
 						continue // gone since: os.ReadDir skips it too
 					}
 					if err != nil {
-						return nil, err
+						return nil, none, err
 					}
 					e.typ = fi.Mode().Type()
 				}
@@ -152,17 +176,13 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir
 		}
 		slices.SortFunc(ents, func(a, b *dirent) int { return strings.Compare(a.name, b.name) })
 		entries := make([]fs.DirEntry, len(ents))
-		var list []byte
 		for i, e := range ents {
 			entries[i] = e
-			list = strconv.AppendUint(append(append(list, e.name...), 0), e.ino, 10)
-			list = append(list, 0)
 			if inos != nil {
 				inos[filepath.Join(dir, e.name)] = e.ino
 			}
 		}
-		*stamps = append(*stamps, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), entries: string(list), watched: watched})
-		return entries, nil
+		return entries, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), watched: watched}, nil
 	}
 }
 
@@ -281,7 +301,7 @@ func prepareReadRules(g readGrant, netOff bool) {
 func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint64) (rfd int, later []int, ok bool) {
 	byPath := map[string]dirStamp{}
 	for _, d := range dirs {
-		if !stableInodes(d.fsType) || !d.filesOnly && !d.watched {
+		if d.unlisted || !stableInodes(d.fsType) || !d.filesOnly && !d.watched {
 			return -1, nil, false
 		}
 		byPath[d.path] = d
@@ -318,7 +338,8 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 // listedAs reports whether st, of the rule path p, is what the listing
 // saw: the files-only directory's inode (the only rule paths stamped
 // themselves: a split directory gets no rule), or an entry's inode on its
-// directory's device (an entry on another device is a mount point).
+// directory's device (an entry on another device is a mount point; one on
+// the same device, bound there, is refused).
 func listedAs(p string, st *unix.Stat_t, byPath map[string]dirStamp, inos map[string]uint64) bool {
 	if d, ok := byPath[p]; ok {
 		return st.Dev == d.dev && st.Ino == d.ino
@@ -345,9 +366,10 @@ func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, bool) {
 		slices.Equal(ra.grant.Denied, s.reads.Denied) && slices.Equal(ra.grant.FilesOnly, s.reads.FilesOnly) &&
 		!pollReady(ra.notify, unix.POLLIN) && !pollReady(ra.mounts, unix.POLLPRI) &&
 		slices.Equal(ra.files, filesOnlyStamps(s.reads))
-	fd := ra.fd
+	fd := -1
 	var rules []landlockRule
 	if same {
+		fd = ra.fd
 		rules = make([]landlockRule, 0, len(ra.later)+len(s.writable))
 		for _, i := range ra.later {
 			rules = append(rules, ra.plan.Rules[i])
@@ -383,9 +405,16 @@ func dropRulesAhead() {
 			unix.Close(ra.spent)
 		}
 		ra.spent = ra.notify
+		time.AfterFunc(spentLinger, closeSpentWatch)
 	}
 	ra.fd, ra.plan, ra.grant, ra.files, ra.later, ra.mounts, ra.notify = -1, rulesetPlan{}, readGrant{}, nil, nil, -1, -1
 }
+
+// spentLinger is how long a spent inotify instance stays open: longer
+// than a short call takes, whose process's exit then closes it. Closing it
+// blocks the thread that does it, and with it the process's only P
+// (warmUp) until the runtime takes that back, up to 10 ms.
+const spentLinger = 100 * time.Millisecond
 
 // closeSpentWatch closes the spent inotify instance, away from any call.
 func closeSpentWatch() {

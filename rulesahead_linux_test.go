@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -164,6 +165,9 @@ func TestRulesAhead(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "ls -d " + filepath.Join(sub, "out"), filepath.Join(sub, "out") + "\n", nil},
+		{"an entry's mode changed", nil, func(t *testing.T) {
+			os.Chmod(notes, 0o640)
+		}, "cat " + notes + " >/dev/null && echo read", "read\n", nil},
 		{"an entry removed", func(t *testing.T) {
 			os.Mkdir(filepath.Join(a.home, "gone"), 0o755)
 		}, func(t *testing.T) {
@@ -313,6 +317,11 @@ func TestStampedList(t *testing.T) {
 			}
 		}
 	}
+	// A listing that fails leaves a stamp that says so.
+	var stamps []dirStamp
+	if _, err := stampedList(&stamps, nil, -1)(filepath.Join(dir, "f")); err == nil || len(stamps) != 1 || !stamps[0].unlisted {
+		t.Errorf("listing a file: %v, stamps %+v; want an error and one unlisted stamp", err, stamps)
+	}
 }
 
 // TestRulesAheadChecked: a ruleset is made ahead only from what the
@@ -347,6 +356,13 @@ func TestRulesAheadChecked(t *testing.T) {
 		t.Fatal("no ruleset made ahead of an untouched listing")
 	}
 	unix.Close(rfd)
+	// A split directory that could not be listed grants nothing beneath
+	// it, until it can be: no ruleset is made ahead of that.
+	failed := append(slices.Clone(dirs), dirStamp{path: filepath.Join(a.home, "locked"), fsType: unix.TMPFS_MAGIC, watched: true, unlisted: true})
+	if rfd, _, ok := makeAhead(p, abi, failed, inos); ok {
+		unix.Close(rfd)
+		t.Error("a ruleset was made ahead of a listing that failed")
+	}
 	var files []int
 	for i, r := range p.Rules {
 		if fi, err := os.Lstat(r.Path); err == nil && fi.Mode().IsRegular() {
@@ -382,5 +398,82 @@ func TestRulesAheadChecked(t *testing.T) {
 	rulesAhead.Unlock()
 	if left {
 		t.Error("a call through the Go launcher left the ruleset made ahead held")
+	}
+}
+
+// TestWarmChildSplitDirMode: whether a split directory can be listed
+// decides whether anything beneath it is granted. A warm child, run as an
+// unprivileged user, whose home is made unlistable (or listable) after
+// its warm-up reads what a cold call would.
+func TestWarmChildSplitDirMode(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("the native launcher is built for amd64 and arm64")
+	}
+	for _, tt := range []struct {
+		name        string
+		before, now os.FileMode
+		want        string
+	}{
+		{"made unlistable", 0o755, 0o311, "Permission denied"},
+		{"made listable", 0o311, 0o755, "notes\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "").asNobody()
+			home := e.dir // asNobody's HOME
+			os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
+			os.WriteFile(filepath.Join(home, "notes"), []byte("notes\n"), 0o644)
+			for _, p := range []string{".ssh", "notes"} {
+				os.Chown(filepath.Join(home, p), nobodyID, nobodyID)
+			}
+			os.Chmod(home, tt.before)
+			t.Cleanup(func() { os.Chmod(home, 0o755) })
+			warmOnce(t, e)
+			c := e.cmd("-warm")
+			stdin, out := startWaiting(t, c)
+			if err := os.Chmod(home, tt.now); err != nil {
+				t.Fatal(err)
+			}
+			script := "cat ~/notes 2>&1"
+			if cold := e.call(bashReq(script, "")).text(); !strings.Contains(cold, tt.want) {
+				t.Fatalf("a cold call got %q, want %q in it", cold, tt.want)
+			}
+			io.WriteString(stdin, bashReq(script, ""))
+			stdin.Close()
+			waitExit(t, c.Process)
+			if text := decodeResponse(t, out()).text(); !strings.Contains(text, tt.want) {
+				t.Errorf("got %q, want %q in it", text, tt.want)
+			}
+		})
+	}
+}
+
+// TestWarmChildLetsGoOfWatch: a call that runs on does not keep the
+// inotify instance its warm child watched with: the user has 128.
+func TestWarmChildLetsGoOfWatch(t *testing.T) {
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skip("the native launcher is built for amd64 and arm64")
+	}
+	e := newConfinedEnv(t, "")
+	warmOnce(t, e)
+	c := e.cmd("-warm")
+	stdin, out := startWaiting(t, c)
+	watching := func() bool {
+		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", c.Process.Pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fd); l == "anon_inode:inotify" {
+				return true
+			}
+		}
+		return false
+	}
+	if want := os.Getenv("BASHCALL_LAUNCHER") != "go"; watching() != want {
+		t.Fatalf("the waiting child watches: %v, want %v", !want, want)
+	}
+	io.WriteString(stdin, bashReq("sleep 1.5", ""))
+	stdin.Close()
+	waitFor(t, time.Second, "the running call to let go of its inotify instance", func() bool { return !watching() })
+	waitExit(t, c.Process)
+	if text := decodeResponse(t, out()).text(); text != "(no output)" {
+		t.Errorf("got %q", text)
 	}
 }
