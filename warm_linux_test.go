@@ -20,7 +20,8 @@ import (
 
 // startWaiting starts c with a pipe for stdin and returns once one of its
 // threads blocks reading it: a -warm child has warmed up by then.
-// Its stdout goes to a file, read by output once it ended.
+// Its stdout goes to a file, read by output once it ended, unless c has
+// one already.
 func startWaiting(t testing.TB, c *exec.Cmd) (io.WriteCloser, func() string) {
 	t.Helper()
 	r, stdin, err := os.Pipe()
@@ -31,7 +32,10 @@ func startWaiting(t testing.TB, c *exec.Cmd) (io.WriteCloser, func() string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Stdin, c.Stdout = r, out
+	c.Stdin = r
+	if c.Stdout == nil {
+		c.Stdout = out
+	}
 	err = c.Start()
 	r.Close()
 	out.Close()
@@ -160,7 +164,9 @@ func TestWarmChildSignals(t *testing.T) {
 // BenchmarkWarmChild: what warming up saves a server's call. In each round
 // a child started with -warm and one without (in alternating order) are
 // each handed a call of true once they block reading their request; the
-// time is from the request to the child's end, medians over the rounds.
+// time is from the request to the answer (the end of the child's stdout,
+// which the servers answer on), medians over the rounds, and to the
+// child's end.
 //
 //	go test -run '^$' -bench WarmChild -benchtime 100x
 func BenchmarkWarmChild(b *testing.B) {
@@ -168,40 +174,57 @@ func BenchmarkWarmChild(b *testing.B) {
 		b.Run(mode.name, func(b *testing.B) {
 			e := mode.env(b)
 			req := bashReq("true", "")
-			call := func(warm bool) float64 {
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			call := func(warm bool) (answered, ended float64) {
 				c := exec.Command(e.bin, "-config", e.config, "-state-dir", e.state)
 				if warm {
 					c.Args = append(c.Args, "-warm")
 				}
 				c.Dir = e.work
 				c.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(e.work), "cache"))
-				stdin, out := startWaiting(b, c)
+				r, w, err := os.Pipe()
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Stdout = w
+				stdin, _ := startWaiting(b, c)
+				w.Close()
 				start := time.Now()
 				io.WriteString(stdin, req)
 				stdin.Close()
+				out, _ := io.ReadAll(r)
+				answer := time.Since(start)
+				r.Close()
 				st, err := c.Process.Wait()
-				d := time.Since(start)
-				if err != nil || !st.Success() || !strings.Contains(out(), `"isError":false`) {
-					b.Fatalf("warm=%v: %v %v: %s", warm, err, st, out())
+				end := time.Since(start)
+				if err != nil || !st.Success() || !strings.Contains(string(out), `"isError":false`) {
+					b.Fatalf("warm=%v: %v %v: %s", warm, err, st, out)
 				}
-				return float64(d) / float64(time.Millisecond)
+				return ms(answer), ms(end)
 			}
-			var cold, warm samples
+			var cold, warm, coldEnd, warmEnd samples
+			round := func(w bool) {
+				a, e := call(w)
+				if w {
+					warm.add(a, 0)
+					warmEnd.add(e, 0)
+				} else {
+					cold.add(a, 0)
+					coldEnd.add(e, 0)
+				}
+			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if i%2 == 0 {
-					cold.add(call(false), 0)
-					warm.add(call(true), 0)
-				} else {
-					warm.add(call(true), 0)
-					cold.add(call(false), 0)
-				}
+				round(i%2 != 0)
+				round(i%2 == 0)
 			}
 			b.StopTimer()
 			b.ReportMetric(cold.wall(), "cold-ms")
 			b.ReportMetric(warm.wall(), "warm-ms")
 			b.ReportMetric(warm.wall()/cold.wall(), "warm/cold")
 			b.ReportMetric(median(diffs(cold.walls, warm.walls)), "saved-ms")
+			b.ReportMetric(coldEnd.wall(), "cold-end-ms")
+			b.ReportMetric(warmEnd.wall(), "warm-end-ms")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
