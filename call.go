@@ -59,6 +59,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		defer dropPreparedCall() // a call that starts no command leaves it
 	}
 	data, rerr := readRequest(stdin)
+	if *warmFlag {
+		boundRulesAhead()
+	}
 	inv, err := loadSettings(&c, environ, true)
 	if err != nil {
 		return answerFailure(data, rerr, stdout, *textFlag, err)
@@ -69,6 +72,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	var req *request
 	if err = rerr; err == nil {
 		req, err = parseRequest(data)
+	}
+	if *warmFlag && (err != nil || req.Name != "bash") {
+		releaseRulesAhead() // only a bash call launches
 	}
 	var ir *invalidRequest
 	if errors.As(err, &ir) {
@@ -240,6 +246,7 @@ func (inv *invocation) bash(req *request, resp *response) error {
 		}
 	}
 	if a.Background {
+		releaseRulesAhead() // the task's own process launches it
 		return inv.startTask(p, &a, owner, resp)
 	}
 	return inv.foreground(p, resp)

@@ -25,8 +25,11 @@ package main
 // before it is read: a change after the watch is an event, one before it
 // is in the listing. The directories are listed parents first (a split
 // directory's parent is split too), so that a directory swapped under its
-// path before its own watch shows in its parent's. Any event at all, or a
-// full queue, counts as a change.
+// path before its own watch shows in its parent's, and one made
+// unreadable between its open and its watch is not watched (adding a
+// watch needs read permission) and gets no ruleset made ahead: that
+// covers a mount's root, whose attribute change its parent does not see.
+// Any event at all, or a full queue, counts as a change.
 //
 // A rule is bound to the inode it was opened at. Each rule made ahead is
 // checked to be on the inode the listing named (an entry replaced between
@@ -382,9 +385,19 @@ func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, bool) {
 	return fd, rules, same
 }
 
+// rulesAheadLife is how long after its request comes a call may take the
+// ruleset made ahead: one that has not reached its launch by then (it
+// waits for an approval, or it launches nothing: bash_output waits up to
+// ten minutes) lets go of it, its inodes and its inotify instance, and
+// builds its own if it launches after all.
+const rulesAheadLife = time.Second
+
+// boundRulesAhead starts the clock of rulesAheadLife.
+func boundRulesAhead() { time.AfterFunc(rulesAheadLife, releaseRulesAhead) }
+
 // releaseRulesAhead lets go of a ruleset made ahead that the call does
-// not take (an unconfined call, or one through the Go launcher), and of
-// the inodes it holds.
+// not take (an unconfined call, one through the Go launcher, one that
+// launches nothing here), and of the inodes it holds.
 func releaseRulesAhead() {
 	rulesAhead.Lock()
 	defer rulesAhead.Unlock()

@@ -412,13 +412,21 @@ func TestWarmChildSplitDirMode(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
 		before, now os.FileMode
+		ahead       bool // a ruleset is made ahead
 		want        string
 	}{
-		{"made unlistable", 0o755, 0o311, "Permission denied"},
-		{"made listable", 0o311, 0o755, "notes\n"},
+		{"made unlistable", 0o755, 0o311, true, "Permission denied"},
+		{"made listable", 0o311, 0o755, false, "notes\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newConfinedEnv(t, "").asNobody()
+			if os.Getenv("BASHCALL_LAUNCHER") == "go" {
+				t.Skip("rulesets are made ahead for the native launcher only")
+			}
+			// The user lists every directory above its home, so that a
+			// ruleset can be made ahead at all.
+			os.Chmod(testBase, 0o755)
+			t.Cleanup(func() { os.Chmod(testBase, 0o711) })
 			home := e.dir // asNobody's HOME
 			os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
 			os.WriteFile(filepath.Join(home, "notes"), []byte("notes\n"), 0o644)
@@ -430,6 +438,9 @@ func TestWarmChildSplitDirMode(t *testing.T) {
 			warmOnce(t, e)
 			c := e.cmd("-warm")
 			stdin, out := startWaiting(t, c)
+			if got := holdsRuleset(c.Process.Pid); got != tt.ahead {
+				t.Fatalf("the waiting child holds a ruleset made ahead: %v, want %v", got, tt.ahead)
+			}
 			if err := os.Chmod(home, tt.now); err != nil {
 				t.Fatal(err)
 			}
@@ -447,33 +458,73 @@ func TestWarmChildSplitDirMode(t *testing.T) {
 	}
 }
 
+// watchesRoot reports whether process pid has an inotify watch on "/",
+// as a warm child's watch of the split directories has (a bash_output
+// wait watches with one of its own, on its task's directory).
+func watchesRoot(t *testing.T, pid int) bool {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat("/", &st); err != nil {
+		t.Fatal(err)
+	}
+	root := fmt.Sprintf(" ino:%x ", st.Ino)
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		if l, _ := os.Readlink(fd); l != "anon_inode:inotify" {
+			continue
+		}
+		info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, filepath.Base(fd)))
+		if strings.Contains(string(info), root) {
+			return true
+		}
+	}
+	return false
+}
+
 // TestWarmChildLetsGoOfWatch: a call that runs on does not keep the
-// inotify instance its warm child watched with: the user has 128.
+// inotify instance its warm child watched with (the user has 128): not a
+// command that runs on, a call that launches nothing and waits (at once),
+// nor one that waits for its approval (after rulesAheadLife).
 func TestWarmChildLetsGoOfWatch(t *testing.T) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		t.Skip("the native launcher is built for amd64 and arm64")
 	}
-	e := newConfinedEnv(t, "")
-	warmOnce(t, e)
-	c := e.cmd("-warm")
-	stdin, out := startWaiting(t, c)
-	watching := func() bool {
-		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", c.Process.Pid))
-		for _, fd := range fds {
-			if l, _ := os.Readlink(fd); l == "anon_inode:inotify" {
-				return true
+	if os.Getenv("BASHCALL_LAUNCHER") == "go" {
+		t.Skip("rulesets are made ahead for the native launcher only")
+	}
+	approver := filepath.Join(testBase, fmt.Sprintf("approver-%d", time.Now().UnixNano()))
+	os.WriteFile(approver, []byte("#!/bin/sh\ncat > /dev/null; sleep 3; echo allowed-once\n"), 0o755)
+	escalating := `{"name":"bash","arguments":{"command":"echo x > out.txt && echo wrote","description":"d",` +
+		`"sandbox_permissions":"workspace-write","justification":"It must write the build output."}}`
+	for _, tt := range []struct {
+		name, config, req string
+		within            time.Duration
+		want              string
+	}{
+		{"a command running", "", bashReq("sleep 2.5", ""), 2 * time.Second, "(no output)"},
+		{"a wait for a task", "", outputReq("bash-1", "", `"wait":true,"timeout_ms":2500`), 700 * time.Millisecond, "[status: running]"},
+		{"an approval", "[sandbox]\nmode = \"read-only\"\n[approval]\ncommand = [" + jsonString(approver) + "]\n", escalating,
+			rulesAheadLife + time.Second, "wrote"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newConfinedEnv(t, tt.config)
+			warmOnce(t, e)
+			if r := e.call(startReq("sleep 30", "")); r.IsError {
+				t.Fatalf("%+v", r)
 			}
-		}
-		return false
-	}
-	if want := os.Getenv("BASHCALL_LAUNCHER") != "go"; watching() != want {
-		t.Fatalf("the waiting child watches: %v, want %v", !want, want)
-	}
-	io.WriteString(stdin, bashReq("sleep 1.5", ""))
-	stdin.Close()
-	waitFor(t, time.Second, "the running call to let go of its inotify instance", func() bool { return !watching() })
-	waitExit(t, c.Process)
-	if text := decodeResponse(t, out()).text(); text != "(no output)" {
-		t.Errorf("got %q", text)
+			c := e.cmd("-warm")
+			stdin, out := startWaiting(t, c)
+			watching := func() bool { return watchesRoot(t, c.Process.Pid) }
+			if !watching() {
+				t.Fatal("the waiting child does not watch")
+			}
+			io.WriteString(stdin, tt.req)
+			stdin.Close()
+			waitFor(t, tt.within, "the call to let go of its inotify instance", func() bool { return !watching() })
+			waitExit(t, c.Process)
+			if text := decodeResponse(t, out()).text(); !strings.Contains(text, tt.want) {
+				t.Errorf("got %q, want %q in it", text, tt.want)
+			}
+		})
 	}
 }

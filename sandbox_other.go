@@ -28,8 +28,9 @@ func warmNativeLauncher() {}
 // prepareReadRules has no ruleset to make.
 func prepareReadRules(readGrant, bool) {}
 
-// releaseRulesAhead has none to release.
+// releaseRulesAhead has none to release, nor boundRulesAhead to bound.
 func releaseRulesAhead() {}
+func boundRulesAhead()   {}
 
 // mountNamespace reports none: there is no launcher to give one to.
 func mountNamespace() nsKind { return nsNone }
