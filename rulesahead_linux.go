@@ -83,7 +83,7 @@ var rulesAhead = struct {
 	mounts, notify int
 	// spent is an inotify instance no longer watched for, left open:
 	// its release waits for the kernel's SRCU grace period (from a tenth
-	// of a millisecond to ten, measured), which a call must not wait
+	// of a millisecond to fifteen, measured), which a call must not wait
 	// for. It is closed spentLinger later, or by the process's exit if
 	// that is sooner, or by the next ruleset made ahead: a call that runs
 	// longer does not hold one of the user's inotify instances (128 by
