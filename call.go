@@ -53,13 +53,14 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	// The request first, the settings after: a server's warm child
 	// (warm.go), started before its call, sees the config as it is when
 	// the call comes.
-	if *warmFlag && !requestWaiting(stdin) {
+	warmed := *warmFlag && !requestWaiting(stdin)
+	if warmed {
 		getenv := getenvFrom(environ)
 		warmUp(getenv, configPath(c.config, getenv), c.stateDir)
 		defer dropPreparedCall() // a call that starts no command leaves it
 	}
 	data, rerr := readRequest(stdin)
-	if *warmFlag {
+	if warmed {
 		boundRulesAhead()
 	}
 	inv, err := loadSettings(&c, environ, true)
@@ -73,7 +74,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err = rerr; err == nil {
 		req, err = parseRequest(data)
 	}
-	if *warmFlag && (err != nil || req.Name != "bash") {
+	if warmed && (err != nil || req.Name != "bash") {
 		releaseRulesAhead() // only a bash call launches
 	}
 	var ir *invalidRequest

@@ -110,9 +110,8 @@ const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN
 // watched before it is read.
 func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir {
 	buf := make([]byte, 8<<10) // touched once per plan: a page fault costs
-	list := stampedListing(buf, inos, notify)
 	return func(dir string) ([]fs.DirEntry, error) {
-		entries, stamp, err := list(dir)
+		entries, stamp, err := listStamped(dir, buf, inos, notify)
 		if err != nil {
 			stamp = dirStamp{path: dir, unlisted: true}
 		}
@@ -121,72 +120,70 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir
 	}
 }
 
-// stampedListing is stampedList's listing of one directory, and its stamp.
-func stampedListing(buf []byte, inos map[string]uint64, notify int) func(dir string) ([]fs.DirEntry, dirStamp, error) {
-	return func(dir string) ([]fs.DirEntry, dirStamp, error) {
-		var none dirStamp
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, none, &fs.PathError{Op: "open", Path: dir, Err: err}
-		}
-		defer unix.Close(fd)
-		var st unix.Stat_t
-		var sfs unix.Statfs_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, none, &fs.PathError{Op: "fstat", Path: dir, Err: err}
-		}
-		if err := unix.Fstatfs(fd, &sfs); err != nil {
-			return nil, none, &fs.PathError{Op: "fstatfs", Path: dir, Err: err}
-		}
-		watched := false
-		if notify >= 0 {
-			_, err := unix.InotifyAddWatch(notify, "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
-			watched = err == nil
-		}
-		var ents []*dirent
-		for {
-			n, err := unix.Getdents(fd, buf)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil {
-				return nil, none, &fs.PathError{Op: "getdents", Path: dir, Err: err}
-			}
-			if n <= 0 {
-				break
-			}
-			for off := 0; off < n; {
-				d := (*unix.Dirent)(unsafe.Pointer(&buf[off]))
-				name := buf[off+int(unsafe.Offsetof(d.Name)) : off+int(d.Reclen)]
-				name = name[:bytes.IndexByte(name, 0)]
-				off += int(d.Reclen)
-				if d.Ino == 0 || string(name) == "." || string(name) == ".." {
-					continue // ino 0: absent, as os.ReadDir has it
-				}
-				e := &dirent{dir: dir, name: string(name), typ: direntType(d.Type), ino: d.Ino}
-				if d.Type == unix.DT_UNKNOWN {
-					fi, err := e.Info()
-					if errors.Is(err, fs.ErrNotExist) {
-						continue // gone since: os.ReadDir skips it too
-					}
-					if err != nil {
-						return nil, none, err
-					}
-					e.typ = fi.Mode().Type()
-				}
-				ents = append(ents, e)
-			}
-		}
-		slices.SortFunc(ents, func(a, b *dirent) int { return strings.Compare(a.name, b.name) })
-		entries := make([]fs.DirEntry, len(ents))
-		for i, e := range ents {
-			entries[i] = e
-			if inos != nil {
-				inos[filepath.Join(dir, e.name)] = e.ino
-			}
-		}
-		return entries, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), watched: watched}, nil
+// listStamped is stampedList's listing of one directory, and its stamp.
+func listStamped(dir string, buf []byte, inos map[string]uint64, notify int) ([]fs.DirEntry, dirStamp, error) {
+	var none dirStamp
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, none, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, none, &fs.PathError{Op: "fstat", Path: dir, Err: err}
+	}
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return nil, none, &fs.PathError{Op: "fstatfs", Path: dir, Err: err}
+	}
+	watched := false
+	if notify >= 0 {
+		_, err := unix.InotifyAddWatch(notify, "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
+		watched = err == nil
+	}
+	var ents []*dirent
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, none, &fs.PathError{Op: "getdents", Path: dir, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		for off := 0; off < n; {
+			d := (*unix.Dirent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+int(unsafe.Offsetof(d.Name)) : off+int(d.Reclen)]
+			name = name[:bytes.IndexByte(name, 0)]
+			off += int(d.Reclen)
+			if d.Ino == 0 || string(name) == "." || string(name) == ".." {
+				continue // ino 0: absent, as os.ReadDir has it
+			}
+			e := &dirent{dir: dir, name: string(name), typ: direntType(d.Type), ino: d.Ino}
+			if d.Type == unix.DT_UNKNOWN {
+				fi, err := e.Info()
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // gone since: os.ReadDir skips it too
+				}
+				if err != nil {
+					return nil, none, err
+				}
+				e.typ = fi.Mode().Type()
+			}
+			ents = append(ents, e)
+		}
+	}
+	slices.SortFunc(ents, func(a, b *dirent) int { return strings.Compare(a.name, b.name) })
+	entries := make([]fs.DirEntry, len(ents))
+	for i, e := range ents {
+		entries[i] = e
+		if inos != nil {
+			inos[filepath.Join(dir, e.name)] = e.ino
+		}
+	}
+	return entries, dirStamp{path: dir, dev: st.Dev, ino: st.Ino, fsType: int64(sfs.Type), watched: watched}, nil
 }
 
 // dirent is an entry that stampedList read.

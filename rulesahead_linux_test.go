@@ -22,12 +22,19 @@ type aheadEnv struct {
 	grant       readGrant
 }
 
-func newAheadEnv(t *testing.T) *aheadEnv {
+// requireRulesAhead skips a test where no ruleset is made ahead: it is
+// made for the native launcher only.
+func requireRulesAhead(t *testing.T) {
 	t.Helper()
 	requireABI(t, 1)
 	if _, err := nativeLauncher(); err != nil || os.Getenv("BASHCALL_LAUNCHER") == "go" {
 		t.Skipf("rulesets are made ahead for the native launcher only, which is not used here (%v)", err)
 	}
+}
+
+func newAheadEnv(t *testing.T) *aheadEnv {
+	t.Helper()
+	requireRulesAhead(t)
 	dir := t.TempDir()
 	a := &aheadEnv{home: filepath.Join(dir, "home"), state: filepath.Join(dir, "state")}
 	for _, d := range []string{filepath.Join(a.home, ".ssh"), filepath.Join(a.state, "spill")} {
@@ -406,9 +413,7 @@ func TestRulesAheadChecked(t *testing.T) {
 // unprivileged user, whose home is made unlistable (or listable) after
 // its warm-up reads what a cold call would.
 func TestWarmChildSplitDirMode(t *testing.T) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skip("the native launcher is built for amd64 and arm64")
-	}
+	requireRulesAhead(t)
 	for _, tt := range []struct {
 		name        string
 		before, now os.FileMode
@@ -420,9 +425,6 @@ func TestWarmChildSplitDirMode(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newConfinedEnv(t, "").asNobody()
-			if os.Getenv("BASHCALL_LAUNCHER") == "go" {
-				t.Skip("rulesets are made ahead for the native launcher only")
-			}
 			// The user lists every directory above its home, so that a
 			// ruleset can be made ahead at all.
 			os.Chmod(testBase, 0o755)
@@ -486,12 +488,7 @@ func watchesRoot(t *testing.T, pid int) bool {
 // command that runs on, a call that launches nothing and waits (at once),
 // nor one that waits for its approval (after rulesAheadLife).
 func TestWarmChildLetsGoOfWatch(t *testing.T) {
-	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
-		t.Skip("the native launcher is built for amd64 and arm64")
-	}
-	if os.Getenv("BASHCALL_LAUNCHER") == "go" {
-		t.Skip("rulesets are made ahead for the native launcher only")
-	}
+	requireRulesAhead(t)
 	approver := filepath.Join(testBase, fmt.Sprintf("approver-%d", time.Now().UnixNano()))
 	os.WriteFile(approver, []byte("#!/bin/sh\ncat > /dev/null; sleep 3; echo allowed-once\n"), 0o755)
 	escalating := `{"name":"bash","arguments":{"command":"echo x > out.txt && echo wrote","description":"d",` +
