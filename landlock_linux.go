@@ -102,7 +102,7 @@ func buildRuleset(s *launchSpec) (int, error) {
 		return -1, err
 	}
 	if rfd, rules, ok := takeRulesAhead(s, abi); ok {
-		return addRules(rfd, rules)
+		return addRules(rfd, rules, inodesOf(withheldPaths(s.reads)))
 	}
 	return newRuleset(planRuleset(s.writable, s.reads, s.netOff, abi, osListDir), abi)
 }
@@ -114,13 +114,31 @@ func newRuleset(plan rulesetPlan, abi int) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
-	return addRules(rfd, plan.Rules)
+	return addRules(rfd, plan.Rules, inodesOf(plan.Withheld))
+}
+
+// fileID is an inode: its device and number.
+type fileID struct{ dev, ino uint64 }
+
+// inodesOf is the inodes of paths as they are now, none followed if it is
+// a symlink; a path that is not there has none.
+func inodesOf(paths []string) map[fileID]bool {
+	ids := make(map[fileID]bool, len(paths))
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			ids[fileID{uint64(st.Dev), st.Ino}] = true
+		}
+	}
+	return ids
 }
 
 // addRules adds rules to the ruleset rfd, which it closes if one fails.
-func addRules(rfd int, rules []landlockRule) (int, error) {
+// An Entry rule whose path is one of the withheld inodes grants nothing
+// and is skipped.
+func addRules(rfd int, rules []landlockRule, withheld map[fileID]bool) (int, error) {
 	for _, r := range rules {
-		if err := addPathRule(rfd, r); err != nil {
+		if err := addPathRule(rfd, r, withheld); err != nil {
 			unix.Close(rfd)
 			return -1, err
 		}
@@ -132,8 +150,10 @@ func addRules(rfd int, rules []landlockRule) (int, error) {
 // nothing and is skipped; "/" must exist. The paths arrive canonical, so
 // they are opened without following any symlink: one swapped in since
 // bashcall checked the path (by a command of another call, in /tmp say)
-// fails the launcher instead of widening the sandbox.
-func addPathRule(rfd int, r landlockRule) error {
+// fails the launcher instead of widening the sandbox. An entry of a split
+// directory that is a withheld path or a split directory by another name
+// (withheldPaths) is skipped: a rule on it would grant what is withheld.
+func addPathRule(rfd int, r landlockRule, withheld map[fileID]bool) error {
 	fd, st, err := openRulePath(r.Path)
 	if errors.Is(err, unix.ENOENT) && r.Path != "/" {
 		return nil
@@ -142,6 +162,9 @@ func addPathRule(rfd int, r landlockRule) error {
 		return err
 	}
 	defer unix.Close(fd)
+	if r.Entry && withheld[fileID{uint64(st.Dev), st.Ino}] {
+		return nil
+	}
 	return addRuleAt(rfd, fd, &st, r)
 }
 

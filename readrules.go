@@ -14,8 +14,10 @@ package main
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -41,17 +43,20 @@ type listDir func(dir string) ([]fs.DirEntry, error)
 var devAllowed = map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true,
 	"tty": true, "ptmx": true, "pts": true, "shm": true, "mqueue": true}
 
-// planReadRules is the read rules around g.Denied, at the rights a mode
-// reads with. Without anything denied it is one rule on "/" (and /dev is
-// then not filtered: reads are not confined at all).
-func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
-	if !g.confined() {
-		return []landlockRule{{Path: "/", Access: read}}
-	}
-	denied := map[string]bool{}
-	split := map[string]bool{"/dev": true}
+// splitPlan is what the grant is built around: the withheld paths that
+// lie beneath no other withheld path (one beneath another is withheld
+// with it: splitting the directories between them would grant their
+// other entries), and the split directories, every ancestor of those
+// and /dev.
+func splitPlan(g readGrant) (denied, split map[string]bool) {
+	denied = map[string]bool{}
+	split = map[string]bool{"/dev": true}
 	for _, d := range g.Denied {
-		denied[d] = true
+		if !slices.ContainsFunc(g.Denied, func(o string) bool { return o != d && within(d, o) }) {
+			denied[d] = true
+		}
+	}
+	for d := range denied {
 		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
 			split[p] = true
 			if p == "/" {
@@ -59,18 +64,42 @@ func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 			}
 		}
 	}
-	var splits []string
-	for s := range split {
-		if !denied[s] {
-			splits = append(splits, s)
-		}
+	for d := range denied {
+		delete(split, d) // a withheld path is never listed
 	}
+	return denied, split
+}
+
+// withheldPaths are the paths whose inodes no entry's rule may be on: the
+// withheld paths and the split directories. An entry that is one of them
+// under another name (a case-insensitive directory, a bind mount, a hard
+// link of a withheld file) gets no rule (addPathRule).
+func withheldPaths(g readGrant) []string {
+	if !g.confined() {
+		return nil
+	}
+	denied, split := splitPlan(g)
+	out := slices.Collect(maps.Keys(denied))
+	out = append(out, slices.Collect(maps.Keys(split))...)
+	sort.Strings(out)
+	return out
+}
+
+// planReadRules is the read rules around g.Denied, at the rights a mode
+// reads with. Without anything denied it is one rule on "/" (and /dev is
+// then not filtered: reads are not confined at all).
+func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
+	if !g.confined() {
+		return []landlockRule{{Path: "/", Access: read}}
+	}
+	denied, split := splitPlan(g)
+	splits := slices.Collect(maps.Keys(split))
 	sort.Strings(splits)
 	var rules []landlockRule
 	for _, s := range splits {
 		entries, err := list(s)
 		if err != nil {
-			continue // unreadable to bashcall: nothing to grant beneath
+			continue // not there, or unreadable to bashcall: nothing to grant beneath
 		}
 		for _, e := range entries {
 			p := filepath.Join(s, e.Name())
@@ -80,7 +109,7 @@ func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 			if s == "/dev" && !devAllowed[e.Name()] {
 				continue
 			}
-			rules = append(rules, landlockRule{Path: p, Access: read})
+			rules = append(rules, landlockRule{Path: p, Access: read, Entry: true})
 		}
 	}
 	for _, f := range g.FilesOnly {
@@ -93,14 +122,20 @@ func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker",
 	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.npmrc", "~/.pypirc"}
 
-// deniedPaths expands deny_read (~ is home) and adds the state dir; a
-// path that does not exist is skipped, and each is canonical.
+// deniedPaths expands deny_read (~ is home) and adds the state dir, each
+// canonical. A path that does not exist is kept, its existing part
+// canonical (canonicalPrefix): its parent is split, so that it is
+// withheld should it appear before the launch (made while the call
+// waits for an approval, say) rather than granted as one more entry.
 func deniedPaths(denyRead []string, home, stateDir string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
 		c, err := filepath.EvalSymlinks(p)
-		if err != nil || seen[c] || c == "/" {
+		if err != nil {
+			c = canonicalPrefix(p)
+		}
+		if seen[c] || c == "/" {
 			return
 		}
 		seen[c] = true

@@ -16,7 +16,9 @@ package main
 // planReadRules depends on nothing else but whether bashcall can list
 // each split directory, which a change of its mode, owner or ACL changes:
 // those are attribute events, and a ruleset is not made ahead at all
-// where a split directory cannot be listed.
+// where a split directory cannot be listed, but for one that is not there
+// (the parent of a deny_read path not made yet), whose making its
+// parent's watch sees.
 //
 // Changes to the listed directories are watched with inotify, which the
 // kernel notifies from the very operation that creates, removes or
@@ -70,6 +72,7 @@ type dirStamp struct {
 	fsType    int64
 	watched   bool // listed with an inotify watch on it
 	unlisted  bool // its listing failed: the plan grants nothing beneath
+	absent    bool // unlisted, for it is not there or not a directory
 	filesOnly bool
 }
 
@@ -113,7 +116,8 @@ func stampedList(stamps *[]dirStamp, inos map[string]uint64, notify int) listDir
 	return func(dir string) ([]fs.DirEntry, error) {
 		entries, stamp, err := listStamped(dir, buf, inos, notify)
 		if err != nil {
-			stamp = dirStamp{path: dir, unlisted: true}
+			stamp = dirStamp{path: dir, unlisted: true,
+				absent: errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR)}
 		}
 		*stamps = append(*stamps, stamp)
 		return entries, err
@@ -301,6 +305,14 @@ func prepareReadRules(g readGrant, netOff bool) {
 func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint64) (rfd int, later []int, ok bool) {
 	byPath := map[string]dirStamp{}
 	for _, d := range dirs {
+		if d.absent {
+			// Not there, or not a directory (the parent of a withheld
+			// path not made yet): its parent, split too and listed
+			// before it, is watched for its coming, or is absent too, or
+			// no ruleset is made ahead.
+			byPath[d.path] = d
+			continue
+		}
 		if d.unlisted || !stableInodes(d.fsType) || !d.filesOnly && !d.watched {
 			return -1, nil, false
 		}
@@ -310,6 +322,7 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 	if err != nil {
 		return -1, nil, false
 	}
+	withheld := inodesOf(plan.Withheld)
 	for i, r := range plan.Rules {
 		fd, st, err := openRulePath(r.Path)
 		_, stamped := byPath[r.Path]
@@ -322,6 +335,8 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 				err = unix.ESTALE // replaced since the listing
 			case st.Mode&unix.S_IFMT == unix.S_IFREG:
 				later = append(later, i)
+			case r.Entry && withheld[fileID{uint64(st.Dev), st.Ino}]:
+				// withheld under another name: no rule, as at the call
 			default:
 				err = addRuleAt(rfd, fd, &st, r)
 			}

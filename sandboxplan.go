@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"syscall"
 )
@@ -131,7 +133,7 @@ func planSandboxWith(in sandboxInput, abi int, probeErr error) (*sandboxPlan, er
 	}
 	for _, w := range p.Dirs {
 		for _, d := range in.reads.Denied {
-			if within(d, w) {
+			if within(d, w) && exists(d) { // one not there is the command's to make
 				return nil, toolErrorf("refusing to run under %s: the writable path %q contains %q, which must stay unreadable ([sandbox] deny_read or bashcall's state dir), and a writable directory cannot withhold a subtree", mode, w, d)
 			}
 		}
@@ -218,4 +220,11 @@ func (p *sandboxPlan) withoutNamespace(argv []string) ([]string, error) {
 		return nil, err
 	}
 	return p.launcherArgs(argv), nil
+}
+
+// exists reports whether p may be there (it is, or cannot be told not
+// to be), not following a last symlink.
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return !errors.Is(err, fs.ErrNotExist)
 }
