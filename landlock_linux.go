@@ -9,6 +9,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -101,44 +102,89 @@ func buildRuleset(s *launchSpec) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if rfd, rules, ok := takeRulesAhead(s, abi); ok {
-		return addRules(rfd, rules, inodesOf(withheldPaths(s.reads)))
+	if rfd, rules, w, ok := takeRulesAhead(s, abi); ok {
+		return addRules(rfd, rules, w)
 	}
-	return newRuleset(planRuleset(s.writable, s.reads, s.netOff, abi, osListDir), abi)
+	return newRuleset(planRuleset(s.writable, s.reads, s.netOff, abi, osListDir), abi, withheldOf(s.reads))
 }
 
-// newRuleset creates the ruleset of plan.
-func newRuleset(plan rulesetPlan, abi int) (int, error) {
+// newRuleset creates the ruleset of plan, none of its entries' rules on
+// what w withholds.
+func newRuleset(plan rulesetPlan, abi int, w withheldSet) (int, error) {
 	attr := rulesetAttr{handledAccessFS: uint64(plan.Handled), handledAccessNet: plan.HandledNet, scoped: plan.Scoped}
 	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
 	if err != nil {
 		return -1, fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
-	return addRules(rfd, plan.Rules, inodesOf(plan.Withheld))
+	return addRules(rfd, plan.Rules, w)
 }
 
 // fileID is an inode: its device and number.
 type fileID struct{ dev, ino uint64 }
 
-// inodesOf is the inodes of paths as they are now, none followed if it is
-// a symlink; a path that is not there has none.
-func inodesOf(paths []string) map[fileID]bool {
-	ids := make(map[fileID]bool, len(paths))
-	for _, p := range paths {
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) == nil {
-			ids[fileID{uint64(st.Dev), st.Ino}] = true
+func idOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} }
+
+// withheldSet is what no rule on an entry of a split directory may be on,
+// as the filesystem is when a ruleset is made: Landlock binds a rule to
+// an inode, and a withheld inode can have another name there (a hard
+// link of a withheld file, a bind mount of a withheld or split directory,
+// the other spelling of a name in a case-insensitive directory).
+type withheldSet struct {
+	ids map[fileID]bool // every withheld path's inode, nested ones too, and every split directory's
+	// aliased are the split directories that are a withheld directory
+	// by another name, or lie beneath one: none of their entries is
+	// granted.
+	aliased map[string]bool
+}
+
+// withheldOf is g's withheldSet, read off the filesystem now.
+func withheldOf(g readGrant) withheldSet {
+	w := withheldSet{ids: map[fileID]bool{}, aliased: map[string]bool{}}
+	if !g.confined() {
+		return w
+	}
+	var st unix.Stat_t
+	for _, d := range g.Denied {
+		if unix.Lstat(d, &st) == nil {
+			w.ids[idOf(&st)] = true
 		}
 	}
-	return ids
+	_, split := splitPlan(g)
+	for _, s := range sortedKeys(split) {
+		if w.aliased[filepath.Dir(s)] && s != "/" {
+			w.aliased[s] = true
+		}
+		if unix.Lstat(s, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue // not there, or holding nothing (planReadRules)
+		}
+		if w.ids[idOf(&st)] {
+			w.aliased[s] = true
+		}
+		w.ids[idOf(&st)] = true
+	}
+	return w
+}
+
+// refuses reports whether the rule r, its path opened at st, would grant
+// what w withholds: an entry that is a withheld inode, or lies in an
+// aliased directory, or is a regular file of more than one link (which
+// may be a withheld file's, or one's in a withheld directory: granting
+// it would grant that inode at its withheld path too), or a split path
+// that was no directory and now is one.
+func (w withheldSet) refuses(r landlockRule, st *unix.Stat_t) bool {
+	if !r.Entry {
+		return false
+	}
+	typ := st.Mode & unix.S_IFMT
+	return w.ids[idOf(st)] || w.aliased[filepath.Dir(r.Path)] ||
+		typ == unix.S_IFREG && st.Nlink > 1 || r.NotDir && typ == unix.S_IFDIR
 }
 
 // addRules adds rules to the ruleset rfd, which it closes if one fails.
-// An Entry rule whose path is one of the withheld inodes grants nothing
-// and is skipped.
-func addRules(rfd int, rules []landlockRule, withheld map[fileID]bool) (int, error) {
+// A rule that w refuses grants nothing and is skipped.
+func addRules(rfd int, rules []landlockRule, w withheldSet) (int, error) {
 	for _, r := range rules {
-		if err := addPathRule(rfd, r, withheld); err != nil {
+		if err := addPathRule(rfd, r, w); err != nil {
 			unix.Close(rfd)
 			return -1, err
 		}
@@ -151,9 +197,9 @@ func addRules(rfd int, rules []landlockRule, withheld map[fileID]bool) (int, err
 // they are opened without following any symlink: one swapped in since
 // bashcall checked the path (by a command of another call, in /tmp say)
 // fails the launcher instead of widening the sandbox. An entry of a split
-// directory that is a withheld path or a split directory by another name
-// (withheldPaths) is skipped: a rule on it would grant what is withheld.
-func addPathRule(rfd int, r landlockRule, withheld map[fileID]bool) error {
+// directory that w refuses is skipped: a rule on it would grant what is
+// withheld.
+func addPathRule(rfd int, r landlockRule, w withheldSet) error {
 	fd, st, err := openRulePath(r.Path)
 	if errors.Is(err, unix.ENOENT) && r.Path != "/" {
 		return nil
@@ -162,7 +208,7 @@ func addPathRule(rfd int, r landlockRule, withheld map[fileID]bool) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if r.Entry && withheld[fileID{uint64(st.Dev), st.Ino}] {
+	if w.refuses(r, &st) {
 		return nil
 	}
 	return addRuleAt(rfd, fd, &st, r)

@@ -24,7 +24,7 @@ import (
 
 // readGrant is what a confined call may read.
 type readGrant struct {
-	Denied    []string // canonical paths withheld (they exist)
+	Denied    []string // canonical paths withheld, there or not
 	FilesOnly []string // directories whose files are readable by exact path
 }
 
@@ -49,40 +49,40 @@ var devAllowed = map[string]bool{"null": true, "zero": true, "full": true, "rand
 // other entries), and the split directories, every ancestor of those
 // and /dev.
 func splitPlan(g readGrant) (denied, split map[string]bool) {
-	denied = map[string]bool{}
-	split = map[string]bool{"/dev": true}
+	all := make(map[string]bool, len(g.Denied))
 	for _, d := range g.Denied {
-		if !slices.ContainsFunc(g.Denied, func(o string) bool { return o != d && within(d, o) }) {
+		all[d] = true
+	}
+	denied, split = map[string]bool{}, map[string]bool{}
+	for _, d := range g.Denied {
+		nested := false
+		for p := filepath.Dir(d); p != "/" && !nested; p = filepath.Dir(p) {
+			nested = all[p]
+		}
+		if !nested {
 			denied[d] = true
 		}
 	}
 	for d := range denied {
-		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
+		for p := filepath.Dir(d); !split[p]; p = filepath.Dir(p) {
 			split[p] = true
 			if p == "/" {
 				break
 			}
 		}
 	}
+	split["/dev"] = true
 	for d := range denied {
 		delete(split, d) // a withheld path is never listed
 	}
 	return denied, split
 }
 
-// withheldPaths are the paths whose inodes no entry's rule may be on: the
-// withheld paths and the split directories. An entry that is one of them
-// under another name (a case-insensitive directory, a bind mount, a hard
-// link of a withheld file) gets no rule (addPathRule).
-func withheldPaths(g readGrant) []string {
-	if !g.confined() {
-		return nil
-	}
-	denied, split := splitPlan(g)
-	out := slices.Collect(maps.Keys(denied))
-	out = append(out, slices.Collect(maps.Keys(split))...)
-	sort.Strings(out)
-	return out
+// sortedKeys is m's keys in order: parents before what lies beneath them.
+func sortedKeys(m map[string]bool) []string {
+	keys := slices.Collect(maps.Keys(m))
+	sort.Strings(keys)
+	return keys
 }
 
 // planReadRules is the read rules around g.Denied, at the rights a mode
@@ -93,23 +93,24 @@ func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 		return []landlockRule{{Path: "/", Access: read}}
 	}
 	denied, split := splitPlan(g)
-	splits := slices.Collect(maps.Keys(split))
-	sort.Strings(splits)
 	var rules []landlockRule
-	for _, s := range splits {
+	for _, s := range sortedKeys(split) {
 		entries, err := list(s)
 		if err != nil {
 			continue // not there, or unreadable to bashcall: nothing to grant beneath
 		}
 		for _, e := range entries {
 			p := filepath.Join(s, e.Name())
-			if split[p] || denied[p] || e.Type()&fs.ModeSymlink != 0 {
+			if denied[p] || e.Type()&fs.ModeSymlink != 0 || split[p] && e.IsDir() {
 				continue // a symlink is followed to a path granted on its own
 			}
 			if s == "/dev" && !devAllowed[e.Name()] {
 				continue
 			}
-			rules = append(rules, landlockRule{Path: p, Access: read, Entry: true})
+			// A split path that is not a directory holds nothing: a
+			// deny_read path beneath a file is not there. Its rule
+			// grants nothing should it be a directory by the launch.
+			rules = append(rules, landlockRule{Path: p, Access: read, Entry: true, NotDir: split[p]})
 		}
 	}
 	for _, f := range g.FilesOnly {
@@ -123,17 +124,18 @@ var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.c
 	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.npmrc", "~/.pypirc"}
 
 // deniedPaths expands deny_read (~ is home) and adds the state dir, each
-// canonical. A path that does not exist is kept, its existing part
-// canonical (canonicalPrefix): its parent is split, so that it is
-// withheld should it appear before the launch (made while the call
-// waits for an approval, say) rather than granted as one more entry.
+// canonical. A path that does not exist is kept, resolved as the kernel
+// would resolve it once it exists (resolveMissing): its parent is split,
+// so that it is withheld should it appear before the launch (made while
+// the call waits for an approval, say) rather than granted as one more
+// entry.
 func deniedPaths(denyRead []string, home, stateDir string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
 		c, err := filepath.EvalSymlinks(p)
 		if err != nil {
-			c = canonicalPrefix(p)
+			c = resolveMissing(p)
 		}
 		if seen[c] || c == "/" {
 			return
@@ -164,3 +166,32 @@ func deniedPaths(denyRead []string, home, stateDir string) []string {
 
 // osListDir is listDir on the real filesystem.
 func osListDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
+
+// resolveMissing is the canonical path p would have once it exists, as
+// the kernel resolves it (realpath -m): each symlink on the way is
+// followed, a dangling one too, and ".." is taken after the symlink
+// before it. What does not exist, or cannot be looked at, is kept as
+// named.
+func resolveMissing(p string) string {
+	resolved := "/"
+	rest := strings.Split(p, "/")
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		if c == "" || c == "." {
+			continue
+		}
+		next := filepath.Join(resolved, c) // ".." is resolved's parent: it holds no symlink
+		target, err := os.Readlink(next)
+		if err != nil || links >= 40 {
+			resolved = next // not a symlink, not there, or a loop
+			continue
+		}
+		links++
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved
+}

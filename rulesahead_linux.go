@@ -95,9 +95,13 @@ var rulesAhead = struct {
 	fd    int // the ruleset, while there is one
 	plan  rulesetPlan
 	grant readGrant
-	files []dirStamp // the files-only directories' stamps
-	later []int      // the read rules left to the call: regular files
-	taken int        // how many calls took one (for tests)
+	// withheld is what no rule made ahead is on, nor may the rules
+	// left to the call be: it stands while nothing it was read off
+	// changes, as the ruleset does.
+	withheld withheldSet
+	files    []dirStamp // the files-only directories' stamps
+	later    []int      // the read rules left to the call: regular files
+	taken    int        // how many calls took one (for tests)
 }{mounts: -1, notify: -1, spent: -1, fd: -1}
 
 // watchMask is every change to a directory's entries, or to the directory
@@ -279,7 +283,8 @@ func prepareReadRules(g readGrant, netOff bool) {
 	}
 	inos := map[string]uint64{}
 	plan, dirs := planStamped(&launchSpec{reads: g, netOff: netOff}, abi, inos, notify)
-	rfd, later, ok := makeAhead(plan, abi, dirs, inos)
+	w := withheldOf(g)
+	rfd, later, ok := makeAhead(plan, abi, dirs, inos, w)
 	if !ok {
 		unix.Close(mounts)
 		unix.Close(notify)
@@ -296,13 +301,14 @@ func prepareReadRules(g readGrant, netOff bool) {
 	defer ra.Unlock()
 	dropRulesAhead()
 	ra.fd, ra.plan, ra.grant, ra.files, ra.later, ra.mounts, ra.notify = rfd, plan, g, files, later, mounts, notify
+	ra.withheld = w
 }
 
 // makeAhead creates the ruleset of plan with its rules on anything but
 // regular files, each checked to be on the inode its listing named, and
-// returns the indexes of the rules left for later. ok is false where
-// that cannot be made to hold.
-func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint64) (rfd int, later []int, ok bool) {
+// none that w refuses, and returns the indexes of the rules left for
+// later. ok is false where that cannot be made to hold.
+func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint64, w withheldSet) (rfd int, later []int, ok bool) {
 	byPath := map[string]dirStamp{}
 	for _, d := range dirs {
 		if d.absent {
@@ -318,11 +324,10 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 		}
 		byPath[d.path] = d
 	}
-	rfd, err := newRuleset(rulesetPlan{Handled: plan.Handled, HandledNet: plan.HandledNet, Scoped: plan.Scoped}, abi)
+	rfd, err := newRuleset(rulesetPlan{Handled: plan.Handled, HandledNet: plan.HandledNet, Scoped: plan.Scoped}, abi, withheldSet{})
 	if err != nil {
 		return -1, nil, false
 	}
-	withheld := inodesOf(plan.Withheld)
 	for i, r := range plan.Rules {
 		fd, st, err := openRulePath(r.Path)
 		_, stamped := byPath[r.Path]
@@ -335,7 +340,7 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 				err = unix.ESTALE // replaced since the listing
 			case st.Mode&unix.S_IFMT == unix.S_IFREG:
 				later = append(later, i)
-			case r.Entry && withheld[fileID{uint64(st.Dev), st.Ino}]:
+			case w.refuses(r, &st):
 				// withheld under another name: no rule, as at the call
 			default:
 				err = addRuleAt(rfd, fd, &st, r)
@@ -352,11 +357,12 @@ func makeAhead(plan rulesetPlan, abi int, dirs []dirStamp, inos map[string]uint6
 
 // listedAs reports whether st, of the rule path p, is what the listing
 // saw: the files-only directory's inode (the only rule paths stamped
-// themselves: a split directory gets no rule), or an entry's inode on its
-// directory's device (an entry on another device is a mount point; one on
-// the same device, bound there, is refused).
+// themselves: a split directory gets no rule, but one that is not a
+// directory, whose stamp is absent, is an entry), or an entry's inode on
+// its directory's device (an entry on another device is a mount point;
+// one on the same device, bound there, is refused).
 func listedAs(p string, st *unix.Stat_t, byPath map[string]dirStamp, inos map[string]uint64) bool {
-	if d, ok := byPath[p]; ok {
+	if d, ok := byPath[p]; ok && d.filesOnly {
 		return st.Dev == d.dev && st.Ino == d.ino
 	}
 	d, ok := byPath[filepath.Dir(p)]
@@ -366,15 +372,15 @@ func listedAs(p string, st *unix.Stat_t, byPath map[string]dirStamp, inos map[st
 
 // takeRulesAhead returns the ruleset made ahead for s, with the rules
 // still to add to it (the regular files' read rules, then the writable
-// paths' rules), if it was made with the rights s is confined with, from
-// the read grant of s, and nothing it was planned from has changed since.
-// Either way there is none after.
-func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, bool) {
+// paths' rules) and what they must not be on, if it was made with the
+// rights s is confined with, from the read grant of s, and nothing it was
+// planned from has changed since. Either way there is none after.
+func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, withheldSet, bool) {
 	ra := &rulesAhead
 	ra.Lock()
 	defer ra.Unlock()
 	if ra.fd < 0 {
-		return -1, nil, false
+		return -1, nil, withheldSet{}, false
 	}
 	head := rulesetHead(s.netOff, abi)
 	same := ra.plan.Handled == head.Handled && ra.plan.HandledNet == head.HandledNet && ra.plan.Scoped == head.Scoped &&
@@ -383,6 +389,7 @@ func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, bool) {
 		slices.Equal(ra.files, filesOnlyStamps(s.reads))
 	fd := -1
 	var rules []landlockRule
+	w := ra.withheld
 	if same {
 		fd = ra.fd
 		rules = make([]landlockRule, 0, len(ra.later)+len(s.writable))
@@ -394,7 +401,7 @@ func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, bool) {
 		ra.taken++
 	}
 	dropRulesAhead()
-	return fd, rules, same
+	return fd, rules, w, same
 }
 
 // rulesAheadLife is how long after its request comes a call may take the
@@ -433,6 +440,7 @@ func dropRulesAhead() {
 		time.AfterFunc(spentLinger, closeSpentWatch)
 	}
 	ra.fd, ra.plan, ra.grant, ra.files, ra.later, ra.mounts, ra.notify = -1, rulesetPlan{}, readGrant{}, nil, nil, -1, -1
+	ra.withheld = withheldSet{}
 }
 
 // spentLinger is how long a spent inotify instance stays open: longer

@@ -352,13 +352,13 @@ func TestRulesAheadChecked(t *testing.T) {
 		return p, dirs, inos
 	}
 	if p, dirs, inos := plan(-1); true {
-		if rfd, _, ok := makeAhead(p, abi, dirs, inos); ok {
+		if rfd, _, ok := makeAhead(p, abi, dirs, inos, withheldOf(a.grant)); ok {
 			unix.Close(rfd)
 			t.Error("a ruleset was made ahead of a listing not watched")
 		}
 	}
 	p, dirs, inos := plan(notify)
-	rfd, later, ok := makeAhead(p, abi, dirs, inos)
+	rfd, later, ok := makeAhead(p, abi, dirs, inos, withheldOf(a.grant))
 	if !ok {
 		t.Fatal("no ruleset made ahead of an untouched listing")
 	}
@@ -366,7 +366,7 @@ func TestRulesAheadChecked(t *testing.T) {
 	// A split directory that could not be listed grants nothing beneath
 	// it, until it can be: no ruleset is made ahead of that.
 	failed := append(slices.Clone(dirs), dirStamp{path: filepath.Join(a.home, "locked"), fsType: unix.TMPFS_MAGIC, watched: true, unlisted: true})
-	if rfd, _, ok := makeAhead(p, abi, failed, inos); ok {
+	if rfd, _, ok := makeAhead(p, abi, failed, inos, withheldOf(a.grant)); ok {
 		unix.Close(rfd)
 		t.Error("a ruleset was made ahead of a listing that failed")
 	}
@@ -382,7 +382,7 @@ func TestRulesAheadChecked(t *testing.T) {
 
 	os.Rename(d, d+".old")
 	os.Mkdir(d, 0o755)
-	if rfd, _, ok := makeAhead(p, abi, dirs, inos); ok {
+	if rfd, _, ok := makeAhead(p, abi, dirs, inos, withheldOf(a.grant)); ok {
 		unix.Close(rfd)
 		t.Error("a ruleset was made ahead with an entry replaced since its listing")
 	}
@@ -391,7 +391,7 @@ func TestRulesAheadChecked(t *testing.T) {
 	for i := range dirs {
 		dirs[i].fsType = unix.OVERLAYFS_SUPER_MAGIC
 	}
-	if rfd, _, ok := makeAhead(p, abi, dirs, inos); ok {
+	if rfd, _, ok := makeAhead(p, abi, dirs, inos, withheldOf(a.grant)); ok {
 		unix.Close(rfd)
 		t.Error("a ruleset was made ahead on overlayfs")
 	}

@@ -174,6 +174,7 @@ type landlockRule struct {
 	Path   string
 	Access accessFS
 	Entry  bool // an entry of a split directory (readrules.go)
+	NotDir bool // a split path that was no directory: granted only if it still is none
 }
 
 // rulesetPlan is what the launcher asks the kernel for.
@@ -182,9 +183,6 @@ type rulesetPlan struct {
 	HandledNet uint64 // TCP bind and connect, handled with no rule: denied
 	Scoped     uint64
 	Rules      []landlockRule
-	// Withheld are the paths (withheldPaths) whose inodes no Entry rule
-	// may be on.
-	Withheld []string
 }
 
 // Landlock network rights (LANDLOCK_ACCESS_NET_*), from ABI 4.
@@ -200,7 +198,6 @@ const (
 func planRuleset(writable []string, reads readGrant, netOff bool, abi int, list listDir) rulesetPlan {
 	p := rulesetHead(netOff, abi)
 	p.Rules = append(planReadRules(reads, accessRead&p.Handled, list), writableRules(writable, p.Handled)...)
-	p.Withheld = withheldPaths(reads)
 	return p
 }
 

@@ -141,8 +141,9 @@ func TestPlanReadRulesNested(t *testing.T) {
 	if want := "/dev/null /home/v"; strings.Join(got, " ") != want {
 		t.Errorf("rules %q, want %q", got, want)
 	}
-	if w := strings.Join(withheldPaths(g), " "); w != "/ /dev /home /home/u" {
-		t.Errorf("withheld paths %q", w)
+	_, split := splitPlan(g)
+	if s := strings.Join(sortedKeys(split), " "); s != "/ /dev /home" {
+		t.Errorf("split %q", s)
 	}
 }
 
@@ -251,11 +252,16 @@ func TestReadWithheldOtherName(t *testing.T) {
 			if err := os.Link(filepath.Join(home, ".netrc"), filepath.Join(home, "netrc-link")); err != nil {
 				t.Fatal(err)
 			}
-			g := grantFor([]string{"~/.netrc", "~/.ssh"}, home, state)
-			out := runGranted(t, c, g, "cat "+filepath.Join(home, "netrc-link")+" "+filepath.Join(home, "notes")+" 2>&1")
-			if strings.Contains(out, "NETRC-SECRET") || !strings.Contains(out, "NOTES-OK") {
-				t.Errorf("a hard link of a withheld file:\n%s", out)
+			if err := os.Link(filepath.Join(home, ".ssh", "key"), filepath.Join(home, "key-link")); err != nil {
+				t.Fatal(err)
 			}
+			g := grantFor([]string{"~/.netrc", "~/.ssh"}, home, state)
+			out := runGranted(t, c, g, "cat "+filepath.Join(home, "netrc-link")+" "+filepath.Join(home, "key-link")+" "+
+				filepath.Join(home, ".ssh", "key")+" "+filepath.Join(home, "notes")+" 2>&1")
+			if strings.Contains(out, "NETRC-SECRET") || strings.Contains(out, "THE-KEY") || !strings.Contains(out, "NOTES-OK") {
+				t.Errorf("a hard link of a withheld file, or of one in a withheld directory:\n%s", out)
+			}
+			os.Remove(filepath.Join(home, "key-link"))
 			// A bind mount of the same filesystem shows another inode
 			// than the listing's: no ruleset is made ahead, and the call
 			// builds its own.
@@ -271,9 +277,11 @@ func TestReadWithheldOtherName(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				unmount := func() { unix.Unmount(d, unix.MNT_DETACH) }
+				t.Cleanup(unmount)
 				out := runGranted(t, c, g, "cat "+filepath.Join(home, ".ssh", "key")+" "+filepath.Join(d, "key")+" "+filepath.Join(d, ".ssh", "key")+
 					" "+filepath.Join(home, "notes")+" 2>&1")
-				unix.Unmount(d, unix.MNT_DETACH)
+				unmount()
 				if strings.Contains(out, "THE-KEY") || !strings.Contains(out, "NOTES-OK") {
 					t.Errorf("%s bound at %s:\n%s", src, d, out)
 				}
@@ -300,4 +308,146 @@ func TestWithheldInWritable(t *testing.T) {
 	}
 	text := e.call(bashReq("echo ran", "")).text()
 	golden(t, "refused", strings.ReplaceAll(text, e.dir, "$ENV"))
+}
+
+// TestReadWithheldDangling: a deny_read path through a dangling symlink
+// is withheld at the symlink's target, should that appear; a directory
+// made beside it there stays readable through the symlink.
+func TestReadWithheldDangling(t *testing.T) {
+	for _, c := range withheldCases {
+		t.Run(c.name, func(t *testing.T) {
+			withheldSetup(t, c.ahead)
+			dir, _ := filepath.EvalSymlinks(t.TempDir())
+			home := filepath.Join(dir, "home")
+			state := filepath.Join(dir, "state")
+			persist := filepath.Join(dir, "persist")
+			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			write(t, filepath.Join(home, "notes"), "NOTES-OK\n")
+			os.Mkdir(persist, 0o755)
+			os.Symlink(filepath.Join(persist, "aws"), filepath.Join(home, ".aws"))
+			os.Symlink(filepath.Join(persist, "config"), filepath.Join(home, ".config"))
+			g := grantFor([]string{"~/.aws", "~/.config/gh"}, home, state)
+			if c.ahead {
+				prepareReadRules(g, false)
+			}
+			write(t, filepath.Join(persist, "aws", "credentials"), "AWS-SECRET\n")
+			write(t, filepath.Join(persist, "config", "gh", "hosts.yml"), "GH-SECRET\n")
+			write(t, filepath.Join(persist, "config", "other", "x"), "OTHER-OK\n")
+			c.ahead = false
+			out := runGranted(t, c, g, "cat "+filepath.Join(home, ".aws/credentials")+" "+filepath.Join(persist, "config/gh/hosts.yml")+
+				" "+filepath.Join(home, ".config/other/x")+" "+filepath.Join(home, "notes")+" 2>&1")
+			if strings.Contains(out, "SECRET") {
+				t.Errorf("a withheld path through a dangling symlink was read:\n%s", out)
+			}
+			if !strings.Contains(out, "OTHER-OK") || !strings.Contains(out, "NOTES-OK") {
+				t.Errorf("what is not withheld was not read:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestResolveMissing: the path a missing one will have, as the kernel
+// resolves it: a dangling symlink followed, ".." taken after it.
+func TestResolveMissing(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	os.MkdirAll(filepath.Join(dir, "other", "sub"), 0o755)
+	os.Symlink(filepath.Join(dir, "other", "sub"), filepath.Join(dir, "link"))
+	os.Symlink("nowhere/deeper", filepath.Join(dir, "dangling"))
+	os.Symlink("loop", filepath.Join(dir, "loop"))
+	for in, want := range map[string]string{
+		dir + "/link/../zz":                    filepath.Join(dir, "other", "zz"),
+		filepath.Join(dir, "dangling", "x"):    filepath.Join(dir, "nowhere", "deeper", "x"),
+		filepath.Join(dir, "link", "new", "a"): filepath.Join(dir, "other", "sub", "new", "a"),
+		filepath.Join(dir, "loop", "x"):        filepath.Join(dir, "loop", "x"),
+		dir + "/plain/./b/":                    filepath.Join(dir, "plain", "b"),
+		"/":                                    "/",
+		dir + "/../../../../../../..":          "/",
+	} {
+		if got := resolveMissing(in); got != want {
+			t.Errorf("resolveMissing(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestReadWithheldBeneathFile: a deny_read path beneath a regular file
+// is not there; the file stays readable.
+func TestReadWithheldBeneathFile(t *testing.T) {
+	for _, c := range withheldCases {
+		t.Run(c.name, func(t *testing.T) {
+			withheldSetup(t, c.ahead)
+			dir := t.TempDir()
+			home := filepath.Join(dir, "home")
+			state := filepath.Join(dir, "state")
+			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			write(t, filepath.Join(home, "plain"), "PLAIN-OK\n")
+			g := grantFor([]string{"~/plain/x"}, home, state)
+			out := runGranted(t, c, g, "cat "+filepath.Join(home, "plain")+" 2>&1")
+			if !strings.Contains(out, "PLAIN-OK") {
+				t.Errorf("the file above a deny_read path:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestWithheldRefuses: what no entry's rule may be on, rule by rule.
+func TestWithheldRefuses(t *testing.T) {
+	dir := t.TempDir()
+	w := withheldSet{ids: map[fileID]bool{{1, 2}: true}, aliased: map[string]bool{filepath.Join(dir, "alias"): true}}
+	reg := func(nlink uint64) *unix.Stat_t { return &unix.Stat_t{Dev: 1, Ino: 9, Mode: unix.S_IFREG, Nlink: nlink} }
+	cases := []struct {
+		name string
+		r    landlockRule
+		st   *unix.Stat_t
+		want bool
+	}{
+		{"withheld inode", landlockRule{Path: "/e", Entry: true}, &unix.Stat_t{Dev: 1, Ino: 2, Mode: unix.S_IFDIR}, true},
+		{"other inode", landlockRule{Path: "/e", Entry: true}, &unix.Stat_t{Dev: 1, Ino: 3, Mode: unix.S_IFDIR}, false},
+		{"same inode, other device", landlockRule{Path: "/e", Entry: true}, &unix.Stat_t{Dev: 2, Ino: 2, Mode: unix.S_IFDIR}, false},
+		{"in an aliased directory", landlockRule{Path: filepath.Join(dir, "alias", "e"), Entry: true}, reg(1), true},
+		{"hard-linked file", landlockRule{Path: "/e", Entry: true}, reg(2), true},
+		{"file", landlockRule{Path: "/e", Entry: true}, reg(1), false},
+		{"no longer a file", landlockRule{Path: "/e", Entry: true, NotDir: true}, &unix.Stat_t{Dev: 1, Ino: 9, Mode: unix.S_IFDIR}, true},
+		{"still a file", landlockRule{Path: "/e", Entry: true, NotDir: true}, reg(1), false},
+		{"not an entry", landlockRule{Path: "/e"}, &unix.Stat_t{Dev: 1, Ino: 2, Mode: unix.S_IFDIR}, false},
+	}
+	for _, c := range cases {
+		if got := w.refuses(c.r, c.st); got != c.want {
+			t.Errorf("%s: refuses %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestReadWithheldAliased (as root): a split directory that is a withheld
+// directory by another name (a bind mount) grants none of its entries,
+// nor does a withheld path beneath another, bound into a split directory.
+func TestReadWithheldAliased(t *testing.T) {
+	for _, c := range withheldCases[:2] { // a bind mount: no ruleset is made ahead
+		t.Run(c.name, func(t *testing.T) {
+			withheldSetup(t, false)
+			dir, _ := filepath.EvalSymlinks(t.TempDir())
+			home := filepath.Join(dir, "home")
+			state := filepath.Join(home, ".local", "state", "bashcall")
+			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			write(t, filepath.Join(home, "notes"), "HOME-SECRET\n")
+			write(t, filepath.Join(state, "record"), "STATE-SECRET\n")
+			write(t, filepath.Join(dir, "beside"), "BESIDE-OK\n")
+			write(t, filepath.Join(home, "sub", "file"), "SUB-SECRET\n")
+			bind := func(src, dst string) {
+				os.MkdirAll(dst, 0o755)
+				if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+					t.Skipf("no bind mount here: %v", err)
+				}
+				t.Cleanup(func() { unix.Unmount(dst, unix.MNT_DETACH) })
+			}
+			bind(home, filepath.Join(dir, "mnt", "homebind"))
+			bind(state, filepath.Join(dir, "mnt", "statebind"))
+			g := grantFor([]string{"~", filepath.Join(dir, "mnt", "homebind", ".aws"), filepath.Join(dir, "mnt", "homebind", "sub", ".aws")}, home, state)
+			out := runGranted(t, c, g, "cat "+filepath.Join(home, "notes")+" "+filepath.Join(dir, "mnt/homebind/notes")+
+				" "+filepath.Join(home, "sub/file")+" "+filepath.Join(dir, "mnt/homebind/sub/file")+
+				" "+filepath.Join(dir, "mnt/statebind/record")+" "+filepath.Join(dir, "beside")+" 2>&1")
+			if strings.Contains(out, "SECRET") || !strings.Contains(out, "BESIDE-OK") {
+				t.Errorf("a withheld directory by another name:\n%s", out)
+			}
+		})
+	}
 }
