@@ -125,7 +125,7 @@ var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.c
 
 // deniedPaths expands deny_read (~ is home) and adds the state dir, each
 // canonical. A path that does not exist is kept, resolved as the kernel
-// would resolve it once it exists (resolveMissing): its parent is split,
+// will resolve it once it exists (resolveMissing): its parent is split,
 // so that it is withheld should it appear before the launch (made while
 // the call waits for an approval, say) rather than granted as one more
 // entry.
@@ -133,10 +133,7 @@ func deniedPaths(denyRead []string, home, stateDir string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
-		c, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			c = resolveMissing(p)
-		}
+		c := resolveMissing(p)
 		if seen[c] || c == "/" {
 			return
 		}
@@ -167,11 +164,11 @@ func deniedPaths(denyRead []string, home, stateDir string) []string {
 // osListDir is listDir on the real filesystem.
 func osListDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
 
-// resolveMissing is the canonical path p would have once it exists, as
-// the kernel resolves it (realpath -m): each symlink on the way is
-// followed, a dangling one too, and ".." is taken after the symlink
-// before it. What does not exist, or cannot be looked at, is kept as
-// named.
+// resolveMissing is the canonical path of p, or the one p will have once
+// it exists, as the kernel resolves it (realpath -m): each symlink on the
+// way is followed, a dangling one too, and ".." is taken after the
+// symlink before it. What does not exist, or cannot be looked at, is kept
+// as named.
 func resolveMissing(p string) string {
 	resolved := "/"
 	rest := strings.Split(p, "/")
