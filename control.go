@@ -72,15 +72,26 @@ func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
 	return nil
 }
 
-// readGrant is what confined commands may not read: [sandbox] deny_read
-// and the state dir, except the spill directory's files by exact path.
+// readGrant is what confined commands may not read: [sandbox] deny_read,
+// the state dir and, when serving, the spool dir (other calls' requests
+// and responses), except the spill directory's files by exact path.
 func (inv *invocation) readGrant() readGrant {
-	return grantFor(inv.cfg.Sandbox.DenyRead, inv.home(), inv.stateDir)
+	return grantFor(inv.cfg.Sandbox.DenyRead, inv.home(), inv.stateDir, spoolDirOf(inv.getenv))
 }
 
-// grantFor is the read grant of deny_read, home and the state dir.
-func grantFor(denyRead []string, home, stateDir string) readGrant {
-	return readGrant{Denied: deniedPaths(denyRead, home, stateDir), FilesOnly: []string{filepath.Join(stateDir, "spill")}}
+// grantFor is the read grant of deny_read, home, the state dir and more
+// of bashcall's own directories.
+func grantFor(denyRead []string, home, stateDir string, own ...string) readGrant {
+	return readGrant{Denied: deniedPaths(denyRead, home, append([]string{stateDir}, own...)...),
+		FilesOnly: []string{filepath.Join(stateDir, "spill")}}
+}
+
+// spoolDirOf is the spool dir serve runs this process's call for, or "".
+func spoolDirOf(getenv func(string) string) string {
+	if spool := getenv("BASHCALL_SPOOL_DIR"); spool != "" {
+		return canonicalOr(spool)
+	}
+	return ""
 }
 
 // home is $HOME, else the home of the user bashcall runs as.

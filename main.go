@@ -251,7 +251,7 @@ func (inv *invocation) protectPaths() {
 	if inv.cfg.path != "" {
 		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
 	}
-	if spool := inv.getenv("BASHCALL_SPOOL_DIR"); spool != "" {
-		inv.protected = append(inv.protected, canonicalOr(spool))
+	if spool := spoolDirOf(inv.getenv); spool != "" {
+		inv.protected = append(inv.protected, spool)
 	}
 }

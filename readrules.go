@@ -123,13 +123,14 @@ func planReadRules(g readGrant, read accessFS, list listDir) []landlockRule {
 var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker",
 	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.npmrc", "~/.pypirc"}
 
-// deniedPaths expands deny_read (~ is home) and adds the state dir, each
+// deniedPaths expands deny_read (~ is home) and adds bashcall's own
+// directories (the state dir, the spool dir), each
 // canonical. A path that does not exist is kept, resolved as the kernel
 // will resolve it once it exists (resolveMissing): its parent is split,
 // so that it is withheld should it appear before the launch (made while
 // the call waits for an approval, say) rather than granted as one more
 // entry.
-func deniedPaths(denyRead []string, home, stateDir string) []string {
+func deniedPaths(denyRead []string, home string, own ...string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
@@ -154,8 +155,10 @@ func deniedPaths(denyRead []string, home, stateDir string) []string {
 			add(p)
 		}
 	}
-	if stateDir != "" {
-		add(stateDir)
+	for _, d := range own {
+		if d != "" {
+			add(d)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -451,3 +451,28 @@ func TestReadWithheldAliased(t *testing.T) {
 		})
 	}
 }
+
+// TestSpoolWithheld: a confined call that serve runs cannot read the
+// spool dir: other calls' requests and responses.
+func TestSpoolWithheld(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	for _, sub := range []string{"tmp", "new", "cur", "out"} {
+		os.MkdirAll(filepath.Join(dir, sub), 0o700)
+	}
+	drop(t, dir, "a.json", `{"name":"bash","arguments":{"command":"echo SECRET-OUTPUT-A","description":"d"}}`)
+	if r := e.run("", "serve", "-spool", dir, "-once"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if got := awaitResponse(t, dir, "a.json").text(); got != "SECRET-OUTPUT-A\n" {
+		t.Fatalf("a = %q", got)
+	}
+	drop(t, dir, "b.json", `{"name":"bash","arguments":{"command":"cat `+filepath.Join(dir, "out", "a.json")+`; ls `+filepath.Join(dir, "out")+`; echo done","description":"d"}}`)
+	if r := e.run("", "serve", "-spool", dir, "-once"); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	got := awaitResponse(t, dir, "b.json").text()
+	if strings.Contains(got, "SECRET-OUTPUT-A") || !strings.Contains(got, "cannot open directory") || !strings.Contains(got, "done") {
+		t.Errorf("b = %q", got)
+	}
+}
