@@ -245,6 +245,12 @@ func (inv *invocation) bash(req *request, resp *response) error {
 		if err := inv.approve(req, &a, resp); err != nil {
 			return err
 		}
+		// The grant was resolved before the wait, the rules are made
+		// after it: a symlink made or changed on the way to a withheld
+		// path meanwhile would have them grant its new target.
+		if p.sandbox.confined() && !sameGrant(inv.readGrant(), p.sandbox.Reads) {
+			return errGrantChanged()
+		}
 	}
 	if a.Background {
 		releaseRulesAhead() // the task's own process launches it

@@ -97,12 +97,17 @@ func spoolDirOf(getenv func(string) string) string {
 // home is $HOME, else the home of the user bashcall runs as.
 func (inv *invocation) home() string { return homeDir(inv.getenv) }
 
-// homeDir is $HOME in getenv, else the home of the user bashcall runs as.
+// homeDir is $HOME in getenv if it is an absolute path, else the home of
+// the user bashcall runs as (a relative one would have "~" in deny_read
+// name a path relative to wherever a command runs).
 func homeDir(getenv func(string) string) string {
-	if h := getenv("HOME"); h != "" {
+	if h := getenv("HOME"); filepath.IsAbs(h) {
 		return h
 	}
-	return passwdHome(os.Getuid())
+	if h := passwdHome(os.Getuid()); filepath.IsAbs(h) {
+		return h
+	}
+	return ""
 }
 
 // passwdHome is the home directory of uid in /etc/passwd, "" when it is

@@ -31,6 +31,11 @@ type readGrant struct {
 // confined reports whether reads are confined at all.
 func (g readGrant) confined() bool { return len(g.Denied) > 0 }
 
+// sameGrant reports whether a and b withhold and grant the same paths.
+func sameGrant(a, b readGrant) bool {
+	return slices.Equal(a.Denied, b.Denied) && slices.Equal(a.FilesOnly, b.FilesOnly)
+}
+
 // listDir lists a directory's entries; planReadRules takes it as a
 // parameter so that it stays a pure function in tests.
 type listDir func(dir string) ([]fs.DirEntry, error)
@@ -56,7 +61,7 @@ func splitPlan(g readGrant) (denied, split map[string]bool) {
 	denied, split = map[string]bool{}, map[string]bool{}
 	for _, d := range g.Denied {
 		nested := false
-		for p := filepath.Dir(d); p != "/" && !nested; p = filepath.Dir(p) {
+		for p := filepath.Dir(d); p != filepath.Dir(p) && !nested; p = filepath.Dir(p) {
 			nested = all[p]
 		}
 		if !nested {
@@ -65,10 +70,7 @@ func splitPlan(g readGrant) (denied, split map[string]bool) {
 	}
 	for d := range denied {
 		for p := filepath.Dir(d); !split[p]; p = filepath.Dir(p) {
-			split[p] = true
-			if p == "/" {
-				break
-			}
+			split[p] = true // up to "/", or "." for a path not absolute
 		}
 	}
 	split["/dev"] = true

@@ -323,6 +323,9 @@ func errNoApprovalChannel(mode string) error {
 	return &toolError{fmt.Sprintf("sandbox escalation to %q requires approval, but no approval channel is available", mode)}
 }
 func errAborted() error { return &toolError{"command aborted"} }
+func errGrantChanged() error {
+	return &toolError{"refusing to run: the paths withheld from reads resolve elsewhere than when the call was planned (a symlink on the way to one was made or changed while the call waited for its approval); run the command again"}
+}
 
 // sandboxUnavailable is the contract's fail-closed error.
 func sandboxUnavailable(mode, runnerFailure string) error {

@@ -384,7 +384,7 @@ func takeRulesAhead(s *launchSpec, abi int) (int, []landlockRule, withheldSet, b
 	}
 	head := rulesetHead(s.netOff, abi)
 	same := ra.plan.Handled == head.Handled && ra.plan.HandledNet == head.HandledNet && ra.plan.Scoped == head.Scoped &&
-		slices.Equal(ra.grant.Denied, s.reads.Denied) && slices.Equal(ra.grant.FilesOnly, s.reads.FilesOnly) &&
+		sameGrant(ra.grant, s.reads) &&
 		!pollReady(ra.notify, unix.POLLIN) && !pollReady(ra.mounts, unix.POLLPRI) &&
 		slices.Equal(ra.files, filesOnlyStamps(s.reads))
 	fd := -1

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -74,7 +75,7 @@ func parseLauncherArgs(args []string) (*launchSpec, error) {
 		case args[i] == "-pin" && i+1 < len(args):
 			s.pins = append(s.pins, args[i+1])
 			i++
-		case args[i] == "-deny" && i+1 < len(args):
+		case args[i] == "-deny" && i+1 < len(args) && filepath.IsAbs(args[i+1]):
 			s.reads.Denied = append(s.reads.Denied, args[i+1])
 			i++
 		case args[i] == "-rf" && i+1 < len(args):

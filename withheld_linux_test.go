@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -474,5 +475,76 @@ func TestSpoolWithheld(t *testing.T) {
 	got := awaitResponse(t, dir, "b.json").text()
 	if strings.Contains(got, "SECRET-OUTPUT-A") || !strings.Contains(got, "cannot open directory") || !strings.Contains(got, "done") {
 		t.Errorf("b = %q", got)
+	}
+}
+
+// TestReadWithheldRetargeted: a symlink made or changed on the way to a
+// withheld path while the call waits for its approval would have the
+// rules grant its new target: the call is refused instead.
+func TestReadWithheldRetargeted(t *testing.T) {
+	requireABI(t, 1)
+	for _, c := range []struct{ name, setup, during string }{
+		{"made", "mkdir -p $DIR/persist/aws", "ln -s $DIR/persist/aws $HOME/.aws"},
+		{"retargeted", "mkdir -p $DIR/dot1/config $DIR/dot2/config/gh && ln -s $DIR/dot1/config $HOME/.config",
+			"ln -sfn $DIR/dot2/config $HOME/.config"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			approver := filepath.Join(testBase, "retarget-approver-"+c.name)
+			e := newConfinedEnv(t, "[sandbox]\nmode = \"read-only\"\n[approval]\ncommand = ["+jsonString(approver)+"]\n")
+			home := filepath.Join(e.dir, "home")
+			expand := func(s string) string {
+				return strings.NewReplacer("$DIR", e.dir, "$HOME", home).Replace(s)
+			}
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("sh", "-c", expand(c.setup)).CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			write(t, filepath.Join(e.dir, "persist", "aws", "credentials"), "AWS-SECRET\n")
+			write(t, filepath.Join(e.dir, "dot2", "config", "gh", "hosts.yml"), "GH-SECRET\n")
+			script := "#!/bin/sh\ncat >/dev/null\n" + expand(c.during) + "\necho allowed-once\n"
+			if err := os.WriteFile(approver, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(approver) })
+			e.extraEnv = []string{"HOME=" + home}
+			req := `{"name":"bash","arguments":{"command":"cat ~/.aws/credentials ~/.config/gh/hosts.yml; echo ran","description":"d",` +
+				`"sandbox_permissions":"workspace-write","justification":"It must write the build output."}}`
+			text := e.call(req).text()
+			if strings.Contains(text, "SECRET") {
+				t.Fatalf("a withheld path read through a symlink made during the approval: %q", text)
+			}
+			golden(t, "refused", text)
+			if text := e.call(bashReq("cat ~/.aws/credentials ~/.config/gh/hosts.yml; echo ran", "")).text(); strings.Contains(text, "SECRET") || !strings.Contains(text, "ran") {
+				t.Errorf("the next call: %q", text)
+			}
+		})
+	}
+}
+
+// TestHomeDirAbsolute: "~" in deny_read is $HOME only if that is an
+// absolute path; else the user's home from /etc/passwd.
+func TestHomeDirAbsolute(t *testing.T) {
+	passwd := passwdHome(os.Getuid())
+	if !filepath.IsAbs(passwd) {
+		t.Skipf("no home in /etc/passwd for uid %d", os.Getuid())
+	}
+	for home, want := range map[string]string{"/some/home": "/some/home", "": passwd, "rel/home": passwd, ".": passwd} {
+		if got := homeDir(func(string) string { return home }); got != want {
+			t.Errorf("HOME=%q: home %q, want %q", home, got, want)
+		}
+	}
+}
+
+// TestSplitPlanRelative: a path not absolute, which the launcher refuses
+// as an argument, still ends the split plan's walk up.
+func TestSplitPlanRelative(t *testing.T) {
+	denied, split := splitPlan(readGrant{Denied: []string{"a/b", "c"}})
+	if len(denied) != 2 || !split["a"] || !split["."] {
+		t.Errorf("denied %v, split %v", denied, split)
+	}
+	if _, err := parseLauncherArgs([]string{"-deny", "rel/path", "--", "true"}); err == nil {
+		t.Error("the launcher took a relative -deny")
 	}
 }
