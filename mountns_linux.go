@@ -10,7 +10,11 @@ package main
 // writable directories, each bound onto itself so that it cannot be renamed
 // away, and the protected paths inside them (git's hooks and config,
 // bashcall's control files) are bound read-only on top. A read-only mount
-// refuses chmod, chown, utime and rename with EROFS, even to root.
+// refuses chmod, chown, utime and rename with EROFS, even to root. Where
+// /dev is a mount of its own, every other mount also refuses to open a
+// device file (nodev): the devices read through another name (a bind of
+// /dev elsewhere, a second devtmpfs, a node made on a disk) are not
+// filtered as /dev's are (readrules.go).
 
 import (
 	"errors"
@@ -39,6 +43,29 @@ func confineMounts(writable, pins, protected []string) error {
 			unix.Close(c.tree)
 		}
 	}()
+	dev := -1 // /dev, where it is a mount of its own
+	if fd, err := openNoSymlinks("/dev"); err == nil {
+		if isMountRoot(fd) {
+			dev = fd
+			defer unix.Close(fd)
+		} else {
+			unix.Close(fd) // devices on the root mount: no mount can refuse them
+		}
+	}
+	// /dev's own tree of mounts, cloned read-only with the flags each
+	// had, is put back over it once every mount is nodev: clearing nodev
+	// on it instead would fail in a user namespace on the mounts below
+	// /dev that came nodev (/dev/shm), whose flag is locked there.
+	var nodev uint64
+	devTree := -1
+	if dev >= 0 {
+		nodev = unix.MOUNT_ATTR_NODEV
+		var err error
+		if devTree, err = cloneTree(dev, "/dev", unix.MOUNT_ATTR_RDONLY); err != nil {
+			return err
+		}
+		defer unix.Close(devTree)
+	}
 	for _, w := range writable {
 		fd, err := openNoSymlinks(w)
 		if errors.Is(err, unix.ENOENT) {
@@ -50,7 +77,7 @@ func confineMounts(writable, pins, protected []string) error {
 		dir, err := isDirFD(fd)
 		if err == nil && dir {
 			var tree int
-			if tree, err = cloneTree(fd, w, false); err == nil {
+			if tree, err = cloneTree(fd, w, nodev); err == nil {
 				clones = append(clones, clone{w, tree})
 			}
 		}
@@ -59,9 +86,14 @@ func confineMounts(writable, pins, protected []string) error {
 			return err
 		}
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | nodev}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("making every mount read-only: %w", err)
+	}
+	if devTree >= 0 {
+		if err := attach(devTree, dev, "/dev"); err != nil {
+			return err
+		}
 	}
 	// Shorter paths first, so that a directory's clone goes on before the
 	// clones of the directories inside it, which it would hide; each is
@@ -139,6 +171,13 @@ func openNoSymlinks(p string) (int, error) {
 	return fd, nil
 }
 
+// isMountRoot reports whether fd is the root of a mount.
+func isMountRoot(fd int) bool {
+	var stx unix.Statx_t
+	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &stx)
+	return err == nil && stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+}
+
 // isDirFD reports whether fd is a directory.
 func isDirFD(fd int) (bool, error) {
 	var st unix.Stat_t
@@ -153,7 +192,11 @@ func isDirFD(fd int) (bool, error) {
 // refuse. A writable directory's bind keeps the flags its mounts had: one
 // the administrator made read-only stays so.
 func bindOnto(fd int, p string, ro bool) error {
-	tree, err := cloneTree(fd, p, ro)
+	var attrs uint64
+	if ro {
+		attrs = unix.MOUNT_ATTR_RDONLY
+	}
+	tree, err := cloneTree(fd, p, attrs)
 	if err != nil {
 		return err
 	}
@@ -161,15 +204,15 @@ func bindOnto(fd int, p string, ro bool) error {
 	return attach(tree, fd, p)
 }
 
-// cloneTree clones the tree of mounts at fd, read-only (recursively) when
-// ro, and returns the detached clone.
-func cloneTree(fd int, p string, ro bool) (int, error) {
+// cloneTree clones the tree of mounts at fd, with the mount attributes
+// attrs set on each, and returns the detached clone.
+func cloneTree(fd int, p string, attrs uint64) (int, error) {
 	tree, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return -1, fmt.Errorf("open_tree %q: %w", p, err)
 	}
-	if ro {
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if attrs != 0 {
+		attr := unix.MountAttr{Attr_set: attrs}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 			unix.Close(tree)
 			return -1, fmt.Errorf("mount_setattr %q: %w", p, err)

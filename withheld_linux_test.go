@@ -548,3 +548,39 @@ func TestSplitPlanRelative(t *testing.T) {
 		t.Error("the launcher took a relative -deny")
 	}
 }
+
+// TestDevicesOnlyInDev (root): in the launcher's mount namespace a device
+// file opens in /dev alone: not through a bind of /dev elsewhere, nor as a
+// node made outside it (in the workspace or not), which /dev's filter
+// would not see.
+func TestDevicesOnlyInDev(t *testing.T) {
+	for _, launcher := range []string{"native", "go"} {
+		t.Run(launcher, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			rootMountNS(t)
+			if launcher == "go" {
+				e.extraEnv = []string{"BASHCALL_LAUNCHER=go"}
+			}
+			out, in := filepath.Join(e.dir, "zero-out"), filepath.Join(e.workspace, "zero-in")
+			for _, p := range []string{out, in} {
+				if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
+					t.Skipf("mknod: %v", err)
+				}
+			}
+			bound := filepath.Join(e.dir, "devbind")
+			os.Mkdir(bound, 0o755)
+			if err := unix.Mount("/dev", bound, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				t.Skipf("bind mount: %v", err)
+			}
+			t.Cleanup(func() { unix.Unmount(bound, unix.MNT_DETACH) })
+			script := ""
+			for _, p := range []string{out, in, filepath.Join(bound, "zero"), "/dev/zero"} {
+				script += "head -c 3 " + p + " | wc -c; "
+			}
+			text := e.call(bashReq(script+"echo end", "")).text()
+			if n := strings.Count(text, "Permission denied"); n != 3 || !strings.Contains(text, "3\n") {
+				t.Errorf("3 devices refused and /dev/zero read, want:\n%s", text)
+			}
+		})
+	}
+}

@@ -32,6 +32,8 @@
 #define MOVE_MOUNT_F_EMPTY_PATH 0x04
 #define MOVE_MOUNT_T_EMPTY_PATH 0x40
 #define MOUNT_ATTR_RDONLY 0x1
+#define MOUNT_ATTR_NODEV 0x4
+#define STATX_ATTR_MOUNT_ROOT 0x2000
 #define MS_REC 0x4000
 #define MS_PRIVATE (1 << 18)
 #define F_SETFD 2
@@ -337,15 +339,26 @@ static long fileType(long fd, const char *path, int flags)
 	return *(u16 *)(stx + 28) & S_IFMT; /* stx_mode */
 }
 
-/* cloneTree clones the tree of mounts at fd, read-only (recursively)
- * when ro, and returns the detached clone. */
-static long cloneTree(long fd, const char *p, int ro)
+/* isMountRoot reports whether fd is the root of a mount. */
+static int isMountRoot(long fd)
+{
+	u8 stx[256];
+	if (sys5(NR_statx, fd, "", AT_EMPTY_PATH, STATX_TYPE, stx) < 0)
+		return 0;
+	u64 attrs = *(u64 *)(stx + 8);	/* stx_attributes */
+	u64 mask = *(u64 *)(stx + 56);	/* stx_attributes_mask */
+	return (mask & attrs & STATX_ATTR_MOUNT_ROOT) != 0;
+}
+
+/* cloneTree clones the tree of mounts at fd, with the mount attributes
+ * attrs set on each, and returns the detached clone. */
+static long cloneTree(long fd, const char *p, u64 attrs)
 {
 	long tree = sys3(NR_open_tree, fd, "", OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
 	if (tree < 0)
 		failPath("open_tree", p, tree);
-	if (ro) {
-		struct mount_attr attr = {MOUNT_ATTR_RDONLY, 0, 0, 0};
+	if (attrs) {
+		struct mount_attr attr = {attrs, 0, 0, 0};
 		long err = sys5(NR_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr));
 		if (err < 0)
 			failPath("mount_setattr", p, err);
@@ -366,7 +379,7 @@ static void attach(long tree, long fd, const char *p)
  * ro: the path becomes a mount point, which rename and rmdir refuse. */
 static void bindOnto(long fd, const char *p, int ro)
 {
-	attach(cloneTree(fd, p, ro), fd, p);
+	attach(cloneTree(fd, p, ro ? MOUNT_ATTR_RDONLY : 0), fd, p);
 }
 
 static void bindEach(const char **paths, int n, int ro)
@@ -424,6 +437,24 @@ static void confineMounts(void)
 	long err = sys5(NR_mount, "", "/", "", MS_REC | MS_PRIVATE, "");
 	if (err < 0)
 		failErr("making mounts private", err);
+	/* Where /dev is a mount of its own, every other mount refuses to open
+	 * a device file: devices read through another name (a bind of /dev
+	 * elsewhere, a second devtmpfs) are not filtered as /dev's are. */
+	long dev = openNoSymlinks("/dev");
+	if (dev >= 0 && !isMountRoot(dev)) {
+		sys1(NR_close, dev);
+		dev = -1;
+	}
+	/* /dev's own tree of mounts, cloned read-only with the flags each
+	 * had, goes back over it once every mount is nodev: clearing nodev on
+	 * it instead would fail in a user namespace on the mounts below /dev
+	 * that came nodev (/dev/shm), whose flag is locked there. */
+	u64 nodev = 0;
+	long devTree = -1;
+	if (dev >= 0) {
+		nodev = MOUNT_ATTR_NODEV;
+		devTree = cloneTree(dev, "/dev", MOUNT_ATTR_RDONLY);
+	}
 	for (int i = 0; i < spec.nwritable; i++) {
 		const char *w = spec.writable[i];
 		long fd = openNoSymlinks(w);
@@ -432,15 +463,19 @@ static void confineMounts(void)
 		if (fd < 0)
 			failPath("opening", w, fd);
 		if (fileType(fd, "", AT_EMPTY_PATH) == S_IFDIR) {
-			trees[ndirs] = cloneTree(fd, w, 0);
+			trees[ndirs] = cloneTree(fd, w, nodev);
 			dirs[ndirs++] = w;
 		}
 		sys1(NR_close, fd);
 	}
-	struct mount_attr attr = {MOUNT_ATTR_RDONLY, 0, 0, 0};
+	struct mount_attr attr = {MOUNT_ATTR_RDONLY | nodev, 0, 0, 0};
 	err = sys5(NR_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr));
 	if (err < 0)
 		failErr("making every mount read-only", err);
+	if (dev >= 0) {
+		attach(devTree, dev, "/dev");
+		sys1(NR_close, dev);
+	}
 	/* Shorter paths first, so that a directory's clone goes on before
 	 * the clones of the directories inside it, which it would hide; each
 	 * is opened again, through the clones attached before it. */
