@@ -584,3 +584,31 @@ func TestDevicesOnlyInDev(t *testing.T) {
 		})
 	}
 }
+
+// TestDevicesUserNamespace (root, running bashcall as nobody): in a user
+// namespace, a mount below /dev that came nodev keeps a locked flag; the
+// launcher puts /dev's tree back as it was rather than clear it, and the
+// call runs, reading /dev/zero.
+func TestDevicesUserNamespace(t *testing.T) {
+	for _, launcher := range []string{"native", "go"} {
+		t.Run(launcher, func(t *testing.T) {
+			e := newConfinedEnv(t, "").asNobody()
+			if launcher == "go" {
+				e.extraEnv = []string{"BASHCALL_LAUNCHER=go"}
+			}
+			under, err := os.MkdirTemp("/dev", "bashcall-test-")
+			if err != nil {
+				t.Skipf("no directory in /dev: %v", err)
+			}
+			t.Cleanup(func() { os.Remove(under) })
+			if err := unix.Mount("tmpfs", under, "tmpfs", unix.MS_NODEV, "size=1m"); err != nil {
+				t.Skipf("mount: %v", err)
+			}
+			t.Cleanup(func() { unix.Unmount(under, unix.MNT_DETACH) })
+			text := e.call(bashReq("head -c 3 /dev/zero | wc -c; grep -q ' "+under+" ' /proc/self/mountinfo && echo seen", "")).text()
+			if text != "3\nseen\n" {
+				t.Errorf("as nobody with a nodev mount below /dev: %q", text)
+			}
+		})
+	}
+}
