@@ -77,7 +77,7 @@ func confineMounts(writable, pins, protected []string) error {
 		dir, err := isDirFD(fd)
 		if err == nil && dir {
 			var tree int
-			if tree, err = cloneTree(fd, w, nodev); err == nil {
+			if tree, err = cloneTree(fd, w, writableAttrs(w, nodev)); err == nil {
 				clones = append(clones, clone{w, tree})
 			}
 		}
@@ -93,6 +93,11 @@ func confineMounts(writable, pins, protected []string) error {
 	if devTree >= 0 {
 		if err := attach(devTree, dev, "/dev"); err != nil {
 			return err
+		}
+		for _, d := range devWhole {
+			if err := bindNodev(d); err != nil {
+				return err
+			}
 		}
 	}
 	// Shorter paths first, so that a directory's clone goes on before the
@@ -128,6 +133,42 @@ func confineMounts(writable, pins, protected []string) error {
 		return fmt.Errorf("chdir %q: %w", wd, err)
 	}
 	return nil
+}
+
+// devWhole are the directories of /dev the read grant gives whole, which
+// hold no device a program needs: a device there (a chroot built in
+// /dev/shm, with /dev bound into it) is not filtered as /dev's are.
+var devWhole = []string{"/dev/shm", "/dev/mqueue"}
+
+// writableAttrs is what a writable directory's clone gets: nodev, but
+// where /dev's filter is the user's grant of that directory.
+func writableAttrs(w string, nodev uint64) uint64 {
+	if within(w, "/dev") && !withinAny(w, devWhole) {
+		return 0
+	}
+	return nodev
+}
+
+// bindNodev binds the tree at p onto itself read-only and nodev, where p
+// is a directory (not a symlink: /dev/shm to /run/shm is on a nodev mount).
+func bindNodev(p string) error {
+	fd, err := openNoSymlinks(p)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if dir, err := isDirFD(fd); err != nil || !dir {
+		return err
+	}
+	tree, err := cloneTree(fd, p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tree)
+	return attach(tree, fd, p)
 }
 
 // clone is a writable directory's tree of mounts, cloned before every

@@ -612,3 +612,48 @@ func TestDevicesUserNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestDevicesInDevShm (root): /dev/shm, which the read grant gives whole,
+// refuses devices too (a chroot built there, with /dev bound into it),
+// while a writable root inside /dev, a directory of devices the user
+// granted, keeps them.
+func TestDevicesInDevShm(t *testing.T) {
+	for _, launcher := range []string{"native", "go"} {
+		t.Run(launcher, func(t *testing.T) {
+			tmp := func(dir string) string {
+				d, err := os.MkdirTemp(dir, "bashcall-test-")
+				if err != nil {
+					t.Skipf("no directory in %s: %v", dir, err)
+				}
+				t.Cleanup(func() { os.RemoveAll(d) })
+				return d
+			}
+			granted := tmp("/dev")
+			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(granted)+"]\n")
+			rootMountNS(t)
+			if launcher == "go" {
+				e.extraEnv = []string{"BASHCALL_LAUNCHER=go"}
+			}
+			shm := tmp("/dev/shm")
+			bound := filepath.Join(shm, "dev")
+			os.Mkdir(bound, 0o755)
+			if err := unix.Mount("/dev", bound, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				t.Skipf("bind mount: %v", err)
+			}
+			t.Cleanup(func() { unix.Unmount(bound, unix.MNT_DETACH) })
+			for _, p := range []string{filepath.Join(shm, "zero"), filepath.Join(granted, "zero")} {
+				if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
+					t.Skipf("mknod: %v", err)
+				}
+			}
+			script := ""
+			for _, p := range []string{filepath.Join(bound, "zero"), filepath.Join(shm, "zero"), filepath.Join(granted, "zero"), "/dev/null"} {
+				script += "head -c 3 " + p + " | wc -c; "
+			}
+			text := e.call(bashReq(script+"echo end", "")).text()
+			if n := strings.Count(text, "Permission denied"); n != 2 || strings.Count(text, "3\n") != 1 {
+				t.Errorf("2 devices in /dev/shm refused, the granted one read, want:\n%s", text)
+			}
+		})
+	}
+}

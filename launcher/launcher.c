@@ -55,6 +55,7 @@
 #define CAP_VERSION_3 0x20080522
 #define EINVAL 22
 #define ENOENT 2
+#define ELOOP 40
 
 #define STATUS_FD 3
 #define RULESET_FD 4
@@ -463,7 +464,10 @@ static void confineMounts(void)
 		if (fd < 0)
 			failPath("opening", w, fd);
 		if (fileType(fd, "", AT_EMPTY_PATH) == S_IFDIR) {
-			trees[ndirs] = cloneTree(fd, w, nodev);
+			u64 a = nodev;
+			if (within(w, "/dev") && !within(w, "/dev/shm") && !within(w, "/dev/mqueue"))
+				a = 0; /* the user's grant of a directory of devices */
+			trees[ndirs] = cloneTree(fd, w, a);
 			dirs[ndirs++] = w;
 		}
 		sys1(NR_close, fd);
@@ -475,6 +479,18 @@ static void confineMounts(void)
 	if (dev >= 0) {
 		attach(devTree, dev, "/dev");
 		sys1(NR_close, dev);
+		/* granted whole by the read grant: no device there is filtered */
+		static const char *whole[] = {"/dev/shm", "/dev/mqueue"};
+		for (int i = 0; i < 2; i++) {
+			long fd = openNoSymlinks(whole[i]);
+			if (fd == -ENOENT || fd == -ELOOP)
+				continue;
+			if (fd < 0)
+				failPath("opening", whole[i], fd);
+			if (fileType(fd, "", AT_EMPTY_PATH) == S_IFDIR)
+				attach(cloneTree(fd, whole[i], MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV), fd, whole[i]);
+			sys1(NR_close, fd);
+		}
 	}
 	/* Shorter paths first, so that a directory's clone goes on before
 	 * the clones of the directories inside it, which it would hide; each
