@@ -28,6 +28,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,7 +77,7 @@ func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
 // the state dir and, when serving, the spool dir (other calls' requests
 // and responses), except the spill directory's files by exact path.
 func (inv *invocation) readGrant() readGrant {
-	return grantFor(inv.cfg.Sandbox.DenyRead, inv.home(), inv.stateDir, spoolDirOf(inv.getenv))
+	return grantFor(denyReadOf(inv.cfg.Sandbox.DenyRead, inv.getenv), inv.home(), inv.stateDir, spoolDirOf(inv.getenv))
 }
 
 // grantFor is the read grant of deny_read, home, the state dir and more
@@ -96,6 +97,26 @@ func spoolDirOf(getenv func(string) string) string {
 
 // home is $HOME, else the home of the user bashcall runs as.
 func (inv *invocation) home() string { return homeDir(inv.getenv) }
+
+// denyReadOf is deny_read with each "~" entry also under the user's home
+// in /etc/passwd where $HOME names another: the keys ssh and git use are
+// there, whatever a host set $HOME to.
+func denyReadOf(denyRead []string, getenv func(string) string) []string {
+	home, own := homeDir(getenv), passwdHome(os.Getuid())
+	if !filepath.IsAbs(own) || filepath.Clean(own) == filepath.Clean(home) {
+		return denyRead
+	}
+	out := slices.Clip(denyRead)
+	for _, p := range denyRead {
+		switch {
+		case p == "~":
+			out = append(out, own)
+		case strings.HasPrefix(p, "~/"):
+			out = append(out, filepath.Join(own, p[2:]))
+		}
+	}
+	return out
+}
 
 // homeDir is $HOME in getenv if it is an absolute path, else the home of
 // the user bashcall runs as (a relative one would have "~" in deny_read

@@ -259,7 +259,7 @@ func warmUp(getenv func(string) string, configFile, stateFlag string) {
 		if dir, err := stateDirPath(stateFlag, &cfg, getenv); err == nil {
 			prepareCall(dir)
 			if native && cfg.Sandbox.Mode != modeFullAccess {
-				prepareReadRules(grantFor(cfg.Sandbox.DenyRead, homeDir(getenv), canonicalPrefix(dir), spoolDirOf(getenv)), cfg.Sandbox.Network == "off")
+				prepareReadRules(grantFor(denyReadOf(cfg.Sandbox.DenyRead, getenv), homeDir(getenv), canonicalPrefix(dir), spoolDirOf(getenv)), cfg.Sandbox.Network == "off")
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -655,5 +656,45 @@ func TestDevicesInDevShm(t *testing.T) {
 				t.Errorf("2 devices in /dev/shm refused, the granted one read, want:\n%s", text)
 			}
 		})
+	}
+}
+
+// TestDenyReadPasswdHome: where $HOME names another directory than the
+// user's home in /etc/passwd, each "~" entry of deny_read is withheld
+// under both: the keys ssh and git use are in the latter.
+func TestDenyReadPasswdHome(t *testing.T) {
+	own := passwdHome(os.Getuid())
+	if !filepath.IsAbs(own) {
+		t.Skipf("no home in /etc/passwd for uid %d", os.Getuid())
+	}
+	env := func(home string) func(string) string {
+		return func(k string) string {
+			if k == "HOME" {
+				return home
+			}
+			return ""
+		}
+	}
+	got := denyReadOf([]string{"~/.ssh", "/abs", "~"}, env("/elsewhere"))
+	want := []string{"~/.ssh", "/abs", "~", filepath.Join(own, ".ssh"), own}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("deny_read %q, want %q", got, want)
+	}
+	if got := denyReadOf([]string{"~/.ssh"}, env(own)); len(got) != 1 {
+		t.Errorf("with HOME the passwd home: %q", got)
+	}
+
+	requireABI(t, 1)
+	name := fmt.Sprintf(".bashcall-test-%d", os.Getpid())
+	secret := filepath.Join(own, name)
+	if err := os.WriteFile(secret, []byte("PASSWD-HOME-SECRET\n"), 0o600); err != nil {
+		t.Skipf("cannot write in %s: %v", own, err)
+	}
+	t.Cleanup(func() { os.Remove(secret) })
+	e := newConfinedEnv(t, "[sandbox]\ndeny_read = [\"~/"+name+"\"]\n")
+	os.MkdirAll(filepath.Join(e.dir, "home"), 0o755)
+	e.extraEnv = []string{"HOME=" + filepath.Join(e.dir, "home")}
+	if text := e.call(bashReq("cat "+secret+"; echo ran", "")).text(); strings.Contains(text, "SECRET") || !strings.Contains(text, "ran") {
+		t.Errorf("the passwd home's deny_read path: %q", text)
 	}
 }
