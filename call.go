@@ -24,6 +24,7 @@ type invocation struct {
 	// protected are paths no sandboxed command may write: the state dir,
 	// the config file and, when serving, the spool dir.
 	protected []string
+	spoolDir  string // canonical, when serving
 	// abort delivers SIGINT and SIGTERM while a call is answered
 	// (signals.go).
 	abort chan os.Signal

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -77,7 +78,7 @@ func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
 // the state dir and, when serving, the spool dir (other calls' requests
 // and responses), except the spill directory's files by exact path.
 func (inv *invocation) readGrant() readGrant {
-	return grantFor(denyReadOf(inv.cfg.Sandbox.DenyRead, inv.getenv), inv.home(), inv.stateDir, spoolDirOf(inv.getenv))
+	return grantFor(denyReadOf(inv.cfg.Sandbox.DenyRead, inv.getenv), inv.home(), inv.stateDir, inv.spoolDir)
 }
 
 // grantFor is the read grant of deny_read, home, the state dir and more
@@ -102,7 +103,7 @@ func (inv *invocation) home() string { return homeDir(inv.getenv) }
 // in /etc/passwd where $HOME names another: the keys ssh and git use are
 // there, whatever a host set $HOME to.
 func denyReadOf(denyRead []string, getenv func(string) string) []string {
-	home, own := homeDir(getenv), passwdHome(os.Getuid())
+	home, own := homeDir(getenv), ownHome()
 	if !filepath.IsAbs(own) || filepath.Clean(own) == filepath.Clean(home) {
 		return denyRead
 	}
@@ -125,11 +126,15 @@ func homeDir(getenv func(string) string) string {
 	if h := getenv("HOME"); filepath.IsAbs(h) {
 		return h
 	}
-	if h := passwdHome(os.Getuid()); filepath.IsAbs(h) {
+	if h := ownHome(); filepath.IsAbs(h) {
 		return h
 	}
 	return ""
 }
+
+// ownHome is the home of the user bashcall runs as in /etc/passwd, read
+// once: each confined call asks for it.
+var ownHome = sync.OnceValue(func() string { return passwdHome(os.Getuid()) })
 
 // passwdHome is the home directory of uid in /etc/passwd, "" when it is
 // not there. (os/user would link bashcall against the C library wherever
@@ -148,23 +153,39 @@ func passwdHome(uid int) string {
 	return ""
 }
 
-// canonicalPrefix resolves the symlinks of the longest existing ancestor
-// of p and appends the rest, so that a path that does not exist yet is
-// still compared by where it would be created.
+// canonicalPrefix is the canonical path of p, or the one p will have once
+// it exists, as the kernel resolves it (realpath -m), so that a path not
+// there yet is still compared by where it would be created: each symlink
+// on the way is followed, a dangling one too, and ".." is taken after the
+// symlink before it. What does not exist, or cannot be looked at, is kept
+// as named; a relative p is taken from the working directory.
 func canonicalPrefix(p string) string {
-	p = filepath.Clean(p)
-	rest := ""
-	for {
-		if c, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(c, rest)
+	if !filepath.IsAbs(p) {
+		if wd, err := os.Getwd(); err == nil {
+			p = wd + "/" + p // not cleaned: ".." follows the symlinks before it
 		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return filepath.Join(p, rest)
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
 	}
+	resolved := "/"
+	rest := strings.Split(p, "/")
+	for links := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		if c == "" || c == "." {
+			continue
+		}
+		next := filepath.Join(resolved, c) // ".." is resolved's parent: it holds no symlink
+		target, err := os.Readlink(next)
+		if err != nil || links >= 40 {
+			resolved = next // not a symlink, not there, or a loop
+			continue
+		}
+		links++
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved
 }
 
 // workspacePin is what a session's first call recorded of its workspace.

@@ -251,7 +251,7 @@ func (inv *invocation) protectPaths() {
 	if inv.cfg.path != "" {
 		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
 	}
-	if spool := spoolDirOf(inv.getenv); spool != "" {
-		inv.protected = append(inv.protected, spool)
+	if inv.spoolDir = spoolDirOf(inv.getenv); inv.spoolDir != "" {
+		inv.protected = append(inv.protected, inv.spoolDir)
 	}
 }

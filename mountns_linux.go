@@ -117,10 +117,10 @@ func confineMounts(writable, pins, protected []string) error {
 		}
 		dirs = append(dirs, c.path)
 	}
-	if err := bindEach(pins, dirs, false); err != nil {
+	if err := bindEach(pins, dirs, 0); err != nil {
 		return err
 	}
-	if err := bindEach(protected, dirs, true); err != nil {
+	if err := bindEach(protected, dirs, unix.MOUNT_ATTR_RDONLY); err != nil {
 		return err
 	}
 	// The working directory still names the mount it was entered on,
@@ -163,12 +163,7 @@ func bindNodev(p string) error {
 	if dir, err := isDirFD(fd); err != nil || !dir {
 		return err
 	}
-	tree, err := cloneTree(fd, p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(tree)
-	return attach(tree, fd, p)
+	return bindOnto(fd, p, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NODEV)
 }
 
 // clone is a writable directory's tree of mounts, cloned before every
@@ -180,7 +175,7 @@ type clone struct {
 
 // bindEach binds each path that lies in one of dirs onto itself; the
 // others are on a read-only mount already.
-func bindEach(paths, dirs []string, ro bool) error {
+func bindEach(paths, dirs []string, attrs uint64) error {
 	for _, p := range paths {
 		if !withinAny(p, dirs) {
 			continue
@@ -192,7 +187,7 @@ func bindEach(paths, dirs []string, ro bool) error {
 		if err != nil {
 			return err
 		}
-		err = bindOnto(fd, p, ro)
+		err = bindOnto(fd, p, attrs)
 		unix.Close(fd)
 		if err != nil {
 			return err
@@ -228,15 +223,12 @@ func isDirFD(fd int) (bool, error) {
 	return st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
 }
 
-// bindOnto binds the tree at fd onto itself, read-only (recursively) when
-// ro. The new mount makes the path a mount point, which rename and rmdir
-// refuse. A writable directory's bind keeps the flags its mounts had: one
-// the administrator made read-only stays so.
-func bindOnto(fd int, p string, ro bool) error {
-	var attrs uint64
-	if ro {
-		attrs = unix.MOUNT_ATTR_RDONLY
-	}
+// bindOnto binds the tree at fd onto itself, with the mount attributes
+// attrs set on each of its mounts (read-only for protected paths). The new
+// mount makes the path a mount point, which rename and rmdir refuse. A
+// writable directory's bind keeps the flags its mounts had: one the
+// administrator made read-only stays so.
+func bindOnto(fd int, p string, attrs uint64) error {
 	tree, err := cloneTree(fd, p, attrs)
 	if err != nil {
 		return err

@@ -126,17 +126,16 @@ var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.c
 	"~/.netrc", "~/.git-credentials", "~/.config/gh", "~/.npmrc", "~/.pypirc"}
 
 // deniedPaths expands deny_read (~ is home) and adds bashcall's own
-// directories (the state dir, the spool dir), each
-// canonical. A path that does not exist is kept, resolved as the kernel
-// will resolve it once it exists (resolveMissing): its parent is split,
-// so that it is withheld should it appear before the launch (made while
-// the call waits for an approval, say) rather than granted as one more
-// entry.
+// directories (the state dir, the spool dir), each canonical. A path that
+// does not exist is kept, resolved as the kernel will resolve it once it
+// exists (canonicalPrefix): its parent is split, so that it is withheld
+// should it appear before the launch (made while the call waits for an
+// approval, say) rather than granted as one more entry.
 func deniedPaths(denyRead []string, home string, own ...string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(p string) {
-		c := resolveMissing(p)
+		c := canonicalPrefix(p)
 		if seen[c] || c == "/" {
 			return
 		}
@@ -168,32 +167,3 @@ func deniedPaths(denyRead []string, home string, own ...string) []string {
 
 // osListDir is listDir on the real filesystem.
 func osListDir(dir string) ([]fs.DirEntry, error) { return os.ReadDir(dir) }
-
-// resolveMissing is the canonical path of p, or the one p will have once
-// it exists, as the kernel resolves it (realpath -m): each symlink on the
-// way is followed, a dangling one too, and ".." is taken after the
-// symlink before it. What does not exist, or cannot be looked at, is kept
-// as named.
-func resolveMissing(p string) string {
-	resolved := "/"
-	rest := strings.Split(p, "/")
-	for links := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		if c == "" || c == "." {
-			continue
-		}
-		next := filepath.Join(resolved, c) // ".." is resolved's parent: it holds no symlink
-		target, err := os.Readlink(next)
-		if err != nil || links >= 40 {
-			resolved = next // not a symlink, not there, or a loop
-			continue
-		}
-		links++
-		if filepath.IsAbs(target) {
-			resolved = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return resolved
-}

@@ -259,13 +259,22 @@ func TestSpoolBadFiles(t *testing.T) {
 	}
 }
 
+// spoolDir makes a spool dir in the env, as serve would, before it runs.
+func (e *testEnv) spoolDir() string {
+	e.t.Helper()
+	dir := filepath.Join(e.dir, "spool")
+	for _, sub := range []string{"tmp", "new", "cur", "out"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // TestSpoolOnce: -once answers what is waiting and exits.
 func TestSpoolOnce(t *testing.T) {
 	e := newTestEnv(t, "")
-	dir := filepath.Join(e.dir, "spool")
-	for _, sub := range []string{"tmp", "new", "cur", "out"} {
-		os.MkdirAll(filepath.Join(dir, sub), 0o700)
-	}
+	dir := e.spoolDir()
 	for i := 0; i < 5; i++ {
 		drop(t, dir, fmt.Sprintf("c%d.json", i), fmt.Sprintf(`{"name":"bash","arguments":{"command":"echo %d","description":"d"}}`, i))
 	}

@@ -57,7 +57,10 @@ func runGranted(t *testing.T, c withheldCase, g readGrant, script string) string
 	return out
 }
 
-func withheldSetup(t *testing.T, ahead bool) {
+// withheldSetup skips a test the kernel cannot run, drops a ruleset made
+// ahead at its end, and returns a new canonical directory and the path of
+// a home in it.
+func withheldSetup(t *testing.T, ahead bool) (dir, home string) {
 	t.Helper()
 	if ahead {
 		requireRulesAhead(t)
@@ -70,6 +73,20 @@ func withheldSetup(t *testing.T, ahead bool) {
 	} else {
 		requireABI(t, 1)
 	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, filepath.Join(dir, "home")
+}
+
+// stateAt makes a state dir, with its spill directory, at state.
+func stateAt(t *testing.T, state string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(state, "spill"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return state
 }
 
 // write makes the file p, and its directory, holding s.
@@ -90,13 +107,8 @@ func write(t *testing.T, p, s string) {
 func TestReadNestedWithheld(t *testing.T) {
 	for _, c := range withheldCases {
 		t.Run(c.name, func(t *testing.T) {
-			withheldSetup(t, c.ahead)
-			dir := t.TempDir()
-			home := filepath.Join(dir, "home")
-			state := filepath.Join(home, ".local", "state", "bashcall")
-			if err := os.MkdirAll(filepath.Join(state, "spill"), 0o700); err != nil {
-				t.Fatal(err)
-			}
+			dir, home := withheldSetup(t, c.ahead)
+			state := stateAt(t, filepath.Join(home, ".local", "state", "bashcall"))
 			write(t, filepath.Join(home, ".local", "share", "keyrings", "login"), "KEYRING-SECRET\n")
 			write(t, filepath.Join(home, "top"), "TOP-SECRET\n")
 			write(t, filepath.Join(state, "spill", "s1"), "SPILL-OK\n")
@@ -187,11 +199,8 @@ func sortedCopy(s []string) []string {
 func TestReadWithheldAppearsLater(t *testing.T) {
 	for _, c := range withheldCases {
 		t.Run(c.name, func(t *testing.T) {
-			withheldSetup(t, c.ahead)
-			dir := t.TempDir()
-			home := filepath.Join(dir, "home")
-			state := filepath.Join(dir, "state")
-			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			dir, home := withheldSetup(t, c.ahead)
+			state := stateAt(t, filepath.Join(dir, "state"))
 			write(t, filepath.Join(home, "notes"), "NOTES-OK\n")
 			g := grantFor([]string{"~/.aws", "~/.config/gh"}, home, state)
 			if c.ahead {
@@ -243,11 +252,8 @@ func TestReadWithheldDuringApproval(t *testing.T) {
 func TestReadWithheldOtherName(t *testing.T) {
 	for _, c := range withheldCases {
 		t.Run(c.name, func(t *testing.T) {
-			withheldSetup(t, c.ahead)
-			dir := t.TempDir()
-			home := filepath.Join(dir, "home")
-			state := filepath.Join(dir, "state")
-			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			dir, home := withheldSetup(t, c.ahead)
+			state := stateAt(t, filepath.Join(dir, "state"))
 			write(t, filepath.Join(home, ".netrc"), "NETRC-SECRET\n")
 			write(t, filepath.Join(home, ".ssh", "key"), "THE-KEY\n")
 			write(t, filepath.Join(home, "notes"), "NOTES-OK\n")
@@ -318,12 +324,9 @@ func TestWithheldInWritable(t *testing.T) {
 func TestReadWithheldDangling(t *testing.T) {
 	for _, c := range withheldCases {
 		t.Run(c.name, func(t *testing.T) {
-			withheldSetup(t, c.ahead)
-			dir, _ := filepath.EvalSymlinks(t.TempDir())
-			home := filepath.Join(dir, "home")
-			state := filepath.Join(dir, "state")
+			dir, home := withheldSetup(t, c.ahead)
+			state := stateAt(t, filepath.Join(dir, "state"))
 			persist := filepath.Join(dir, "persist")
-			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
 			write(t, filepath.Join(home, "notes"), "NOTES-OK\n")
 			os.Mkdir(persist, 0o755)
 			os.Symlink(filepath.Join(persist, "aws"), filepath.Join(home, ".aws"))
@@ -348,7 +351,7 @@ func TestReadWithheldDangling(t *testing.T) {
 	}
 }
 
-// TestResolveMissing: the path a missing one will have, as the kernel
+// TestResolveMissing: canonicalPrefix, the path a missing one will have, as the kernel
 // resolves it: a dangling symlink followed, ".." taken after it.
 func TestResolveMissing(t *testing.T) {
 	dir, _ := filepath.EvalSymlinks(t.TempDir())
@@ -365,8 +368,8 @@ func TestResolveMissing(t *testing.T) {
 		"/":                                    "/",
 		dir + "/../../../../../../..":          "/",
 	} {
-		if got := resolveMissing(in); got != want {
-			t.Errorf("resolveMissing(%q) = %q, want %q", in, got, want)
+		if got := canonicalPrefix(in); got != want {
+			t.Errorf("canonicalPrefix(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -376,11 +379,8 @@ func TestResolveMissing(t *testing.T) {
 func TestReadWithheldBeneathFile(t *testing.T) {
 	for _, c := range withheldCases {
 		t.Run(c.name, func(t *testing.T) {
-			withheldSetup(t, c.ahead)
-			dir := t.TempDir()
-			home := filepath.Join(dir, "home")
-			state := filepath.Join(dir, "state")
-			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			dir, home := withheldSetup(t, c.ahead)
+			state := stateAt(t, filepath.Join(dir, "state"))
 			write(t, filepath.Join(home, "plain"), "PLAIN-OK\n")
 			g := grantFor([]string{"~/plain/x"}, home, state)
 			out := runGranted(t, c, g, "cat "+filepath.Join(home, "plain")+" 2>&1")
@@ -425,11 +425,8 @@ func TestWithheldRefuses(t *testing.T) {
 func TestReadWithheldAliased(t *testing.T) {
 	for _, c := range withheldCases[:2] { // a bind mount: no ruleset is made ahead
 		t.Run(c.name, func(t *testing.T) {
-			withheldSetup(t, false)
-			dir, _ := filepath.EvalSymlinks(t.TempDir())
-			home := filepath.Join(dir, "home")
-			state := filepath.Join(home, ".local", "state", "bashcall")
-			os.MkdirAll(filepath.Join(state, "spill"), 0o700)
+			dir, home := withheldSetup(t, false)
+			state := stateAt(t, filepath.Join(home, ".local", "state", "bashcall"))
 			write(t, filepath.Join(home, "notes"), "HOME-SECRET\n")
 			write(t, filepath.Join(state, "record"), "STATE-SECRET\n")
 			write(t, filepath.Join(dir, "beside"), "BESIDE-OK\n")
@@ -458,10 +455,7 @@ func TestReadWithheldAliased(t *testing.T) {
 // spool dir: other calls' requests and responses.
 func TestSpoolWithheld(t *testing.T) {
 	e := newConfinedEnv(t, "")
-	dir := filepath.Join(e.dir, "spool")
-	for _, sub := range []string{"tmp", "new", "cur", "out"} {
-		os.MkdirAll(filepath.Join(dir, sub), 0o700)
-	}
+	dir := e.spoolDir()
 	drop(t, dir, "a.json", `{"name":"bash","arguments":{"command":"echo SECRET-OUTPUT-A","description":"d"}}`)
 	if r := e.run("", "serve", "-spool", dir, "-once"); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
