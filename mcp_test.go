@@ -514,11 +514,23 @@ func TestMCPProtocolErrors(t *testing.T) {
 func TestMCPEndOfInput(t *testing.T) {
 	for _, how := range []string{"eof", "sigterm"} {
 		e := newTestEnv(t, fullAccess)
+		if err := os.MkdirAll(filepath.Join(e.stateDir, "calls"), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		c := e.startMCP()
 		c.initialize(`{}`)
+		// Warm, and in the server's pool: the child's call record, made
+		// in its warm-up (in a calls dir that a call made before), comes
+		// milliseconds after the server put it there (once its exec was
+		// done); its process shows as soon as it runs.
 		warm := func() bool {
 			procs := callProcesses(e.stateDir)
-			return len(procs) == 1 && strings.HasSuffix(procs[0], " -warm ")
+			if len(procs) != 1 || !strings.HasSuffix(procs[0], " -warm ") {
+				return false
+			}
+			pid, _, _ := strings.Cut(procs[0], " ")
+			records, _ := filepath.Glob(filepath.Join(e.stateDir, "calls", pid+"-*.json"))
+			return len(records) == 1
 		}
 		waitFor(t, 10*time.Second, "the child started ahead of the first call", warm)
 		pidFile := filepath.Join(e.workspace, "pids")
