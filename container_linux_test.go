@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -110,9 +111,7 @@ func newContainer(t *testing.T, devNull bool) *container {
 	if _, err := os.Stat(bash); err != nil {
 		t.Skipf("no static bash (apt-get install bash-static): %v", err)
 	}
-	if f, err := elf.Open(os.Args[0]); err != nil || hasInterp(f) {
-		t.Skipf("the test binary is not static (%v): build with CGO_ENABLED=0", err)
-	}
+	bin := staticBashcall(t)
 	c := &container{t: t, root: filepath.Join(newTestEnv(t, "").dir, "root")}
 	for _, d := range []string{"bin", "tmp", "dev", "proc", "root", "work"} {
 		if err := os.MkdirAll(filepath.Join(c.root, d), 0o755); err != nil {
@@ -121,7 +120,7 @@ func newContainer(t *testing.T, devNull bool) *container {
 	}
 	os.Chmod(filepath.Join(c.root, "tmp"), 0o1777)
 	os.Chmod(filepath.Join(c.root, "root"), 0o700)
-	for from, to := range map[string]string{os.Args[0]: "bashcall", bash: "bash"} {
+	for from, to := range map[string]string{bin: "bashcall", bash: "bash"} {
 		if err := copyFile(from, filepath.Join(c.root, "bin", to)); err != nil {
 			t.Fatal(err)
 		}
@@ -133,6 +132,36 @@ func newContainer(t *testing.T, devNull bool) *container {
 		os.Chmod(filepath.Join(c.root, "dev", "null"), 0o666)
 	}
 	return c
+}
+
+// staticBuild is bashcall built with CGO_ENABLED=0, for the containers,
+// where the test binary links the C library (cgo is on where there is a C
+// compiler, and the tests import net).
+var staticBuild = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(testBase, "static-bashcall")
+	c := exec.Command("go", "build", "-o", bin, ".")
+	c.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := c.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("CGO_ENABLED=0 go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// staticBashcall returns a static bashcall: the test binary where it is
+// static, else staticBuild.
+func staticBashcall(t *testing.T) string {
+	t.Helper()
+	if f, err := elf.Open(os.Args[0]); err == nil && !hasInterp(f) {
+		return os.Args[0]
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("the test binary is not static and there is no go to build one: %v", err)
+	}
+	bin, err := staticBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 func hasInterp(f *elf.File) bool {
