@@ -41,12 +41,15 @@ func sameGrant(a, b readGrant) bool {
 type listDir func(dir string) ([]fs.DirEntry, error)
 
 // devAllowed are the entries of /dev a confined command may read: the
-// character devices every program expects and the directories of
-// terminals, shared memory and descriptors. Block devices and the rest of
-// /dev are withheld: a root command could otherwise read any file,
-// withheld ones included, straight off the disk.
+// character devices every program expects and the directories of shared
+// memory and message queues. Block devices and the rest of /dev are
+// withheld: a root command could otherwise read any file, withheld ones
+// included, straight off the disk. So is /dev/pts: its terminals are the
+// user's others (a confined command has none of its own, nor can it make
+// one: /dev/ptmx opens read-only), and reading one takes what is typed
+// there.
 var devAllowed = map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true,
-	"tty": true, "ptmx": true, "pts": true, "shm": true, "mqueue": true}
+	"tty": true, "ptmx": true, "shm": true, "mqueue": true}
 
 // splitPlan is what the grant is built around: the withheld paths that
 // lie beneath no other withheld path (one beneath another is withheld

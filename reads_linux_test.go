@@ -13,8 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestReadConfinement: session B's confined grep over the state dir finds
@@ -245,7 +248,7 @@ func TestPlanReadRules(t *testing.T) {
 	}
 	want := []string{
 		"/etc 13", "/usr 13", // "/" split: bin is a symlink, /dev and /home split
-		"/dev/null 13", "/dev/urandom 13", "/dev/pts 13", // sda, kmsg withheld
+		"/dev/null 13", "/dev/urandom 13", // sda, kmsg, pts withheld
 		"/home/v 13",
 		"/home/u/proj 13",
 		"/home/u/.local/share 13",
@@ -274,3 +277,41 @@ func (f fakeEntry) Type() os.FileMode {
 	return os.ModeDir
 }
 func (f fakeEntry) Info() (os.FileInfo, error) { return nil, os.ErrNotExist }
+
+// TestOtherTerminal: a confined command cannot read another terminal of
+// its user (as root, of anyone's), where what is typed there waits to be
+// read: /dev/pts is not in the read grant. A confined command has no
+// terminal of its own, nor can it make one (/dev/ptmx opens read-only).
+func TestOtherTerminal(t *testing.T) {
+	for _, user := range []string{"root", "nobody"} {
+		t.Run(user, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+			if err != nil {
+				t.Skipf("no pseudo-terminal: %v", err)
+			}
+			defer master.Close()
+			if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+				t.Fatal(err)
+			}
+			n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slave := fmt.Sprintf("/dev/pts/%d", n)
+			if user == "nobody" {
+				e.asNobody()
+				if err := os.Chown(slave, nobodyID, nobodyID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := master.WriteString("typed-secret\n"); err != nil {
+				t.Fatal(err)
+			}
+			text := e.call(bashReq("timeout 5 head -n 1 "+slave+"; { exec 3<>/dev/ptmx; } 2>/dev/null && echo made a terminal; echo end", "")).text()
+			if strings.Contains(text, "typed-secret") || strings.Contains(text, "made") || !strings.Contains(text, "Permission denied") {
+				t.Errorf("reading %s: %q", slave, text)
+			}
+		})
+	}
+}
