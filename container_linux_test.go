@@ -276,6 +276,41 @@ var containerCalls = map[string]string{
 	"read.json":   `{"name":"bash_output","arguments":{"task_id":"bash-1","wait":true,"timeout_ms":30000},` + containerSession + `}`,
 }
 
+// TestContainerDevices: in a container whose /dev is a directory of its
+// root mount, not a mount of its own, a confined call opens a device in
+// /dev alone: a node made elsewhere (in the workspace or not), which
+// /dev's filter would not see, is refused by the launcher's namespace,
+// with either launcher.
+func TestContainerDevices(t *testing.T) {
+	requireABI(t, 1)
+	c := newContainer(t, true)
+	// run reads back each file of /work: the workspace's node is in a
+	// directory of its own.
+	if err := os.Mkdir(filepath.Join(c.root, "work", "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(c.root, "dev", "shm"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"dev/zero", "work/dev/zero", "tmp/zero", "dev/shm/zero"} {
+		if err := unix.Mknod(filepath.Join(c.root, p), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := `for f in /dev/zero /work/dev/zero /tmp/zero /dev/shm/zero; do { : < $f; } 2>/dev/null && echo $f opened || echo $f refused; done`
+	call := `{"name":"bash","arguments":{"command":"` + open + `","description":"d"},` + containerSession + `}`
+	got := c.run("while read -r _ _ _ _ p _; do [ $p = /dev ] && echo $p; done < /proc/self/mountinfo > mounts.out; echo read >> mounts.out; bashcall < call.json > native.out; BASHCALL_LAUNCHER=go bashcall < call.json > go.out",
+		how{mountRoot: true}, map[string]string{"call.json": call})
+	if got["mounts.out"] != "read\n" {
+		t.Fatalf("/dev is a mount in the container: %q", got["mounts.out"])
+	}
+	for _, name := range []string{"native.out", "go.out"} {
+		if want := `"text":"/dev/zero opened\n/work/dev/zero refused\n/tmp/zero refused\n/dev/shm/zero refused\n"`; !strings.Contains(got[name], want) {
+			t.Errorf("%s = %q, want it to hold %q\n(output: %s)", name, got[name], want, got[""])
+		}
+	}
+}
+
 // TestContainerWithout: what such a container gets without each need.
 // Without /proc a confined call and a background start fail naming
 // /proc/self/exe; with bashcall as PID 1, doctor warns that background

@@ -10,11 +10,11 @@ package main
 // writable directories, each bound onto itself so that it cannot be renamed
 // away, and the protected paths inside them (git's hooks and config,
 // bashcall's control files) are bound read-only on top. A read-only mount
-// refuses chmod, chown, utime and rename with EROFS, even to root. Where
-// /dev is a mount of its own, every other mount also refuses to open a
-// device file (nodev): the devices read through another name (a bind of
-// /dev elsewhere, a second devtmpfs, a node made on a disk) are not
-// filtered as /dev's are (readrules.go).
+// refuses chmod, chown, utime and rename with EROFS, even to root. But for
+// /dev, every mount also refuses to open a device file (nodev): the
+// devices read through another name (a bind of /dev elsewhere, a second
+// devtmpfs, a node made on a disk) are not filtered as /dev's are
+// (readrules.go).
 
 import (
 	"errors"
@@ -43,27 +43,18 @@ func confineMounts(writable, pins, protected []string) error {
 			unix.Close(c.tree)
 		}
 	}()
-	dev := -1 // /dev, where it is a mount of its own
-	if fd, err := openNoSymlinks("/dev"); err == nil {
-		if isMountRoot(fd) {
-			dev = fd
-			defer unix.Close(fd)
-		} else {
-			unix.Close(fd) // devices on the root mount: no mount can refuse them
-		}
-	}
 	// /dev's own tree of mounts, cloned read-only with the flags each
 	// had, is put back over it once every mount is nodev: clearing nodev
 	// on it instead would fail in a user namespace on the mounts below
-	// /dev that came nodev (/dev/shm), whose flag is locked there.
-	var nodev uint64
-	devTree := -1
-	if dev >= 0 {
-		nodev = unix.MOUNT_ATTR_NODEV
-		var err error
-		if devTree, err = cloneTree(dev, "/dev", unix.MOUNT_ATTR_RDONLY); err != nil {
-			return err
-		}
+	// /dev that came nodev (/dev/shm), whose flag is locked there. Where
+	// /dev is a directory of the root mount (some containers), its clone
+	// is a bind of that directory, with the root mount's flags.
+	dev, devTree, err := cloneDev()
+	if err != nil {
+		return err
+	}
+	if devTree >= 0 {
+		defer unix.Close(dev)
 		defer unix.Close(devTree)
 	}
 	for _, w := range writable {
@@ -77,7 +68,7 @@ func confineMounts(writable, pins, protected []string) error {
 		dir, err := isDirFD(fd)
 		if err == nil && dir {
 			var tree int
-			if tree, err = cloneTree(fd, w, writableAttrs(w, nodev)); err == nil {
+			if tree, err = cloneTree(fd, w, writableAttrs(w)); err == nil {
 				clones = append(clones, clone{w, tree})
 			}
 		}
@@ -86,8 +77,8 @@ func confineMounts(writable, pins, protected []string) error {
 			return err
 		}
 	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | nodev}
-	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &attr); err != nil {
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV}
+	if err = unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("making every mount read-only: %w", err)
 	}
 	if devTree >= 0 {
@@ -135,6 +126,26 @@ func confineMounts(writable, pins, protected []string) error {
 	return nil
 }
 
+// cloneDev returns /dev (the descriptor) and its clone, to put back over
+// it, where /dev is a directory opened without a symlink; else -1s, and no
+// device opens anywhere (no confined call starts then anyway: bashcall
+// opens /dev/null, and the rules' paths in /dev without symlinks).
+func cloneDev() (dev, tree int, err error) {
+	dev, err = openNoSymlinks("/dev")
+	if err != nil {
+		return -1, -1, nil
+	}
+	if dir, _ := isDirFD(dev); !dir {
+		unix.Close(dev)
+		return -1, -1, nil
+	}
+	if tree, err = cloneTree(dev, "/dev", unix.MOUNT_ATTR_RDONLY); err != nil {
+		unix.Close(dev)
+		return -1, -1, err
+	}
+	return dev, tree, nil
+}
+
 // devWhole are the directories of /dev the read grant gives whole, which
 // hold no device a program needs: a device there (a chroot built in
 // /dev/shm, with /dev bound into it) is not filtered as /dev's are.
@@ -142,11 +153,11 @@ var devWhole = []string{"/dev/shm", "/dev/mqueue"}
 
 // writableAttrs is what a writable directory's clone gets: nodev, but
 // where /dev's filter is the user's grant of that directory.
-func writableAttrs(w string, nodev uint64) uint64 {
+func writableAttrs(w string) uint64 {
 	if within(w, "/dev") && !withinAny(w, devWhole) {
 		return 0
 	}
-	return nodev
+	return unix.MOUNT_ATTR_NODEV
 }
 
 // bindNodev binds the tree at p onto itself read-only and nodev, where p
@@ -205,13 +216,6 @@ func openNoSymlinks(p string) (int, error) {
 		return -1, fmt.Errorf("opening %q: %w", p, err)
 	}
 	return fd, nil
-}
-
-// isMountRoot reports whether fd is the root of a mount.
-func isMountRoot(fd int) bool {
-	var stx unix.Statx_t
-	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE, &stx)
-	return err == nil && stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }
 
 // isDirFD reports whether fd is a directory.

@@ -33,7 +33,6 @@
 #define MOVE_MOUNT_T_EMPTY_PATH 0x40
 #define MOUNT_ATTR_RDONLY 0x1
 #define MOUNT_ATTR_NODEV 0x4
-#define STATX_ATTR_MOUNT_ROOT 0x2000
 #define MS_REC 0x4000
 #define MS_PRIVATE (1 << 18)
 #define F_SETFD 2
@@ -340,17 +339,6 @@ static long fileType(long fd, const char *path, int flags)
 	return *(u16 *)(stx + 28) & S_IFMT; /* stx_mode */
 }
 
-/* isMountRoot reports whether fd is the root of a mount. */
-static int isMountRoot(long fd)
-{
-	u8 stx[256];
-	if (sys5(NR_statx, fd, "", AT_EMPTY_PATH, STATX_TYPE, stx) < 0)
-		return 0;
-	u64 attrs = *(u64 *)(stx + 8);	/* stx_attributes */
-	u64 mask = *(u64 *)(stx + 56);	/* stx_attributes_mask */
-	return (mask & attrs & STATX_ATTR_MOUNT_ROOT) != 0;
-}
-
 /* cloneTree clones the tree of mounts at fd, with the mount attributes
  * attrs set on each, and returns the detached clone. */
 static long cloneTree(long fd, const char *p, u64 attrs)
@@ -438,24 +426,26 @@ static void confineMounts(void)
 	long err = sys5(NR_mount, "", "/", "", MS_REC | MS_PRIVATE, "");
 	if (err < 0)
 		failErr("making mounts private", err);
-	/* Where /dev is a mount of its own, every other mount refuses to open
-	 * a device file: devices read through another name (a bind of /dev
-	 * elsewhere, a second devtmpfs) are not filtered as /dev's are. */
+	/* But for /dev, every mount refuses to open a device file: devices
+	 * read through another name (a bind of /dev elsewhere, a second
+	 * devtmpfs, a node on a disk) are not filtered as /dev's are. /dev's
+	 * own tree of mounts, cloned read-only with the flags each had, goes
+	 * back over it once every mount is nodev: clearing nodev on it instead
+	 * would fail in a user namespace on the mounts below /dev that came
+	 * nodev (/dev/shm), whose flag is locked there. Where /dev is a
+	 * directory of the root mount (some containers), its clone is a bind
+	 * of that directory. Where /dev is missing, a symlink or not a
+	 * directory, nothing is put back (no confined call starts there:
+	 * bashcall opens /dev/null, and the rules' paths in /dev without
+	 * symlinks). */
+	long devTree = -1;
 	long dev = openNoSymlinks("/dev");
-	if (dev >= 0 && !isMountRoot(dev)) {
+	if (dev >= 0 && fileType(dev, "", AT_EMPTY_PATH) != S_IFDIR) {
 		sys1(NR_close, dev);
 		dev = -1;
 	}
-	/* /dev's own tree of mounts, cloned read-only with the flags each
-	 * had, goes back over it once every mount is nodev: clearing nodev on
-	 * it instead would fail in a user namespace on the mounts below /dev
-	 * that came nodev (/dev/shm), whose flag is locked there. */
-	u64 nodev = 0;
-	long devTree = -1;
-	if (dev >= 0) {
-		nodev = MOUNT_ATTR_NODEV;
+	if (dev >= 0)
 		devTree = cloneTree(dev, "/dev", MOUNT_ATTR_RDONLY);
-	}
 	for (int i = 0; i < spec.nwritable; i++) {
 		const char *w = spec.writable[i];
 		long fd = openNoSymlinks(w);
@@ -464,7 +454,7 @@ static void confineMounts(void)
 		if (fd < 0)
 			failPath("opening", w, fd);
 		if (fileType(fd, "", AT_EMPTY_PATH) == S_IFDIR) {
-			u64 a = nodev;
+			u64 a = MOUNT_ATTR_NODEV;
 			if (within(w, "/dev") && !within(w, "/dev/shm") && !within(w, "/dev/mqueue"))
 				a = 0; /* the user's grant of a directory of devices */
 			trees[ndirs] = cloneTree(fd, w, a);
@@ -472,7 +462,7 @@ static void confineMounts(void)
 		}
 		sys1(NR_close, fd);
 	}
-	struct mount_attr attr = {MOUNT_ATTR_RDONLY | nodev, 0, 0, 0};
+	struct mount_attr attr = {MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0, 0, 0};
 	err = sys5(NR_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof(attr));
 	if (err < 0)
 		failErr("making every mount read-only", err);
