@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -258,66 +257,6 @@ func (inv *invocation) bash(req *request, resp *response) error {
 		return inv.startTask(p, &a, owner, resp)
 	}
 	return inv.foreground(p, resp)
-}
-
-// resolveDirs canonicalises the session workspace and the workdir: an
-// absolute workdir as given, a relative one against the workspace.
-func (inv *invocation) resolveDirs(s *session, workdir string) (workspace, dir string, err error) {
-	switch {
-	case s.CWD != "":
-		if workspace, err = canonicalDir(s.CWD); err != nil {
-			return "", "", toolErrorf("bad session cwd %q: %v", s.CWD, err)
-		}
-		if err := inv.pinWorkspace(s.ID, s.CWD, workspace); err != nil {
-			return "", "", err
-		}
-	case inv.cfg.Workspace != "":
-		if workspace, err = canonicalDir(inv.cfg.Workspace); err != nil {
-			return "", "", toolErrorf("bad workspace %q: %v", inv.cfg.Workspace, err)
-		}
-	default:
-		cwd, err := os.Getwd()
-		if err == nil {
-			workspace, err = canonicalDir(cwd)
-		}
-		if err != nil {
-			return "", "", toolErrorf("bad workspace (the current directory): %v", err)
-		}
-	}
-	if workdir == "" {
-		return workspace, workspace, nil
-	}
-	if !filepath.IsAbs(workdir) {
-		workdir = filepath.Join(workspace, workdir)
-	}
-	if dir, err = canonicalDir(workdir); err != nil {
-		return "", "", toolErrorf("bad workdir %q: %v", workdir, err)
-	}
-	return workspace, dir, nil
-}
-
-// canonicalDir resolves p to an absolute path without symlinks that names
-// an existing directory.
-func canonicalDir(p string) (string, error) {
-	if !filepath.IsAbs(p) {
-		return "", errors.New("not an absolute path")
-	}
-	c, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return "", err
-	}
-	fi, err := os.Stat(c)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", errors.New("not a directory")
-	}
-	return c, nil
 }
 
 // sandboxes reports whether the executor confines by default, which is

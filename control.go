@@ -11,20 +11,16 @@ package main
 // runs it unconfined next) and the approval command. A call whose writable
 // set would contain one of them, or lie inside one, is refused.
 //
-// A session's workspace is pinned by its first call (device and inode):
-// a command that renames the workspace away and puts a symlink in its
-// place cannot make the next call's writable set somewhere else. This file
-// also owns the other paths a call's sandbox is built from: the session's
-// build cache, the read grant, and the shell, which must not lie where a
-// confined command could have planted it.
+// This file also owns the other paths a call's sandbox is built from (but
+// for the session's workspace, workspaces.go): the session's build cache,
+// the read grant, and the shell, which must not lie where a confined
+// command could have planted it.
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -186,156 +182,6 @@ func canonicalPrefix(p string) string {
 		rest = append(strings.Split(target, "/"), rest...)
 	}
 	return resolved
-}
-
-// workspacePin is what a session's first call recorded of its workspace.
-type workspacePin struct {
-	Given string `json:"given"` // the session cwd as the host sent it
-	Path  string `json:"path"`  // canonical
-	Dev   uint64 `json:"dev"`
-	Ino   uint64 `json:"ino"`
-}
-
-// pinWorkspace records the session's workspace at its first call with a
-// given cwd, and refuses a later call whose cwd now resolves to another
-// directory. Calls without a session have nothing to pin against.
-func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
-	if sessionID == "" {
-		return nil
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(canonical, &st); err != nil {
-		return toolErrorf("bad session cwd %q: %v", given, err)
-	}
-	now := workspacePin{Given: given, Path: canonical, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
-	dir, err := inv.ensureSessionDir(ownerKey(sessionID))
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256([]byte(given))
-	p := filepath.Join(dir, "workspaces", hex.EncodeToString(sum[:16])+".json")
-	var was workspacePin
-	switch err := readJSON(p, &was); {
-	case errors.Is(err, fs.ErrNotExist):
-		// Listed first: a pin the list lacks would leave its workspace
-		// out of other sessions' protection; one listed in vain costs
-		// nothing.
-		if err := inv.listWorkspace(canonical); err != nil {
-			return fmt.Errorf("listing the session's workspace: %w", err)
-		}
-		return writeJSON(p, &now)
-	case err != nil:
-		return fmt.Errorf("reading the session's workspace pin: %w", err)
-	case was.Path != now.Path || was.Dev != now.Dev || was.Ino != now.Ino:
-		return toolErrorf("refusing the session cwd %q: it now resolves to %q (device %d, inode %d), but this session's first call pinned it at %q (device %d, inode %d); the directory was replaced since. Use a new session for a new directory", given, now.Path, now.Dev, now.Ino, was.Path, was.Dev, was.Ino)
-	}
-	return nil
-}
-
-// maxOtherWorkspaces bounds the other sessions' workspaces a call
-// protects: the most recently pinned.
-const maxOtherWorkspaces = 256
-
-// otherWorkspaces lists the workspaces other sessions pinned that lie in
-// writable (the latest maxOtherWorkspaces of them), so that a command that
-// can write where they lie (/tmp) cannot plant code in their repositories
-// either. They are read from the state dir's list of them, one file,
-// rather than from every session's pin: that cost a file per session on
-// every confined call. A list that cannot be read (a command of the
-// snapshot mechanism can chmod it; openOwn puts the mode back) gives way
-// to the pins themselves.
-func (inv *invocation) otherWorkspaces(mine string, writable []string) []string {
-	data, err := readPrivate(inv.workspaceList())
-	if errors.Is(err, fs.ErrNotExist) {
-		data, err = inv.buildWorkspaceList()
-	}
-	if err != nil && data == nil {
-		data = inv.workspacesFromPins() // fail closed: the pins themselves
-	}
-	lines := strings.Split(string(data), "\n")
-	var out []string
-	seen := map[string]bool{mine: true}
-	for i := len(lines) - 1; i >= 0 && len(out) < maxOtherWorkspaces; i-- {
-		var p string // a line being written meanwhile does not decode
-		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] && containing(p, writable) != "" {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (inv *invocation) workspaceList() string { return filepath.Join(inv.stateDir, "workspaces") }
-
-// listWorkspace adds a newly pinned workspace to the state dir's list.
-func (inv *invocation) listWorkspace(canonical string) error {
-	unlock, err := lockFile(inv.workspaceList() + ".lock")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	data, err := inv.buildWorkspaceListLocked()
-	if err != nil {
-		return err
-	}
-	line, _ := json.Marshal(canonical)
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		line = append([]byte{'\n'}, line...) // after a torn line
-	}
-	f, err := openOwn(inv.workspaceList(), os.O_WRONLY|os.O_APPEND)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(line, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// buildWorkspaceList makes the list from the sessions' pins where there
-// is none yet (a state dir of a release before it), under its lock.
-func (inv *invocation) buildWorkspaceList() ([]byte, error) {
-	unlock, err := lockFile(inv.workspaceList() + ".lock")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	return inv.buildWorkspaceListLocked()
-}
-
-// buildWorkspaceListLocked returns the list, made from the pins if it
-// does not exist; the caller holds its lock.
-func (inv *invocation) buildWorkspaceListLocked() ([]byte, error) {
-	if data, err := readPrivate(inv.workspaceList()); !errors.Is(err, fs.ErrNotExist) {
-		return data, err
-	}
-	b := inv.workspacesFromPins()
-	return b, writeFileAtomic(inv.workspaceList(), b)
-}
-
-// readPrivate reads a file of the state dir (openOwn).
-func readPrivate(p string) ([]byte, error) {
-	f, err := openOwn(p, os.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
-
-// workspacesFromPins is the list made from the sessions' pins.
-func (inv *invocation) workspacesFromPins() []byte {
-	pins, _ := filepath.Glob(filepath.Join(inv.stateDir, "sessions", "*", "workspaces", "*.json"))
-	var b []byte
-	for _, p := range pins {
-		var pin workspacePin
-		if readJSON(p, &pin) == nil && filepath.IsAbs(pin.Path) {
-			line, _ := json.Marshal(pin.Path)
-			b = append(append(b, line...), '\n')
-		}
-	}
-	return b
 }
 
 // openOwn opens a file of the state dir (never through a symlink). One of

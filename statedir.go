@@ -22,9 +22,9 @@ package main
 //	sessions/<key>/running/bash-N a task not known to have settled
 //	sessions/<key>/pending/bash-N a completion notice not yet delivered
 //	sessions/<key>/mode           a standing sandbox mode
-//	sessions/<key>/workspaces/    the session's pinned workspace (control.go)
+//	sessions/<key>/workspaces/    the session's pinned workspace (workspaces.go)
 //	workspaces                    every pinned workspace, a JSON string a
-//	                              line, oldest first (control.go)
+//	                              line, oldest first (workspaces.go)
 //	workspaces.lock               taken to add to it, or to build it
 //
 // Every directory is 0700 and every file 0600.
