@@ -395,7 +395,11 @@ func TestReadWithheldBeneathFile(t *testing.T) {
 func TestWithheldRefuses(t *testing.T) {
 	dir := t.TempDir()
 	w := withheldSet{ids: map[fileID]bool{{1, 2}: true}, aliased: map[string]bool{filepath.Join(dir, "alias"): true}}
-	reg := func(nlink uint64) *unix.Stat_t { return &unix.Stat_t{Dev: 1, Ino: 9, Mode: unix.S_IFREG, Nlink: nlink} }
+	reg := func(nlink int) *unix.Stat_t {
+		st := &unix.Stat_t{Dev: 1, Ino: 9, Mode: unix.S_IFREG}
+		setCount(&st.Nlink, nlink) // uint64 on amd64, uint32 on arm64
+		return st
+	}
 	cases := []struct {
 		name string
 		r    landlockRule
@@ -692,3 +696,6 @@ func TestDenyReadPasswdHome(t *testing.T) {
 		t.Errorf("the passwd home's deny_read path: %q", text)
 	}
 }
+
+// setCount sets a count field of whichever width the architecture gives.
+func setCount[T uint32 | uint64](p *T, n int) { *p = T(n) }
