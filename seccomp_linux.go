@@ -14,6 +14,18 @@ package main
 // directory itself cannot be listed. Tools fall back to polling.
 // System calls of another architecture (32-bit ones on a 64-bit kernel)
 // answer ENOSYS: their numbers mean other calls.
+//
+// Landlock scopes signals, not every call that reaches another process of
+// the same user without ptrace's check: prlimit64 on another pid (a CPU
+// limit of one second kills bashcall, the host or another session's task;
+// a descriptor limit of one blinds bashcall's reaping and repairs), and
+// setting another process's scheduling, nice or I/O priority. Each is
+// allowed on the caller alone, named by pid 0, and refused with EPERM
+// otherwise (which includes naming the caller by its own pid, and a
+// user's or, for setpriority and ioprio_set, a process group's every
+// process). The kernel's keyrings are not namespaced (root's user keyring
+// is every root process's): keyctl, add_key and request_key are refused
+// with EPERM, as Docker's profile does.
 
 import (
 	"errors"
@@ -32,6 +44,32 @@ type seccompCheck struct {
 	// unixOnly allows the call only when its first argument (a socket's
 	// family) is AF_UNIX: the network filter.
 	unixOnly bool
+	// selfOnly allows the call only when argument pidArg (a pid_t) is 0,
+	// and, where whichArg is set, argument 0 (which) is whichSelf.
+	selfOnly  bool
+	pidArg    int
+	whichSelf uint32
+	whichArg  bool
+}
+
+// selfChecks are the calls on another process that Landlock's scoping
+// does not cover, allowed on the caller alone (see above), and the
+// keyring's calls. PRIO_PROCESS and IOPRIO_WHO_PROCESS name one process
+// (pid 0: the caller).
+func selfChecks() []seccompCheck {
+	const prioProcess, ioprioWhoProcess = 0, 1
+	return []seccompCheck{
+		{nr: unix.SYS_PRLIMIT64, selfOnly: true, pidArg: 0, errno: unix.EPERM},
+		{nr: unix.SYS_SCHED_SETAFFINITY, selfOnly: true, pidArg: 0, errno: unix.EPERM},
+		{nr: unix.SYS_SCHED_SETSCHEDULER, selfOnly: true, pidArg: 0, errno: unix.EPERM},
+		{nr: unix.SYS_SCHED_SETPARAM, selfOnly: true, pidArg: 0, errno: unix.EPERM},
+		{nr: unix.SYS_SCHED_SETATTR, selfOnly: true, pidArg: 0, errno: unix.EPERM},
+		{nr: unix.SYS_SETPRIORITY, selfOnly: true, pidArg: 1, whichArg: true, whichSelf: prioProcess, errno: unix.EPERM},
+		{nr: unix.SYS_IOPRIO_SET, selfOnly: true, pidArg: 1, whichArg: true, whichSelf: ioprioWhoProcess, errno: unix.EPERM},
+		{nr: unix.SYS_KEYCTL, modeArg: -1, errno: unix.EPERM},
+		{nr: unix.SYS_ADD_KEY, modeArg: -1, errno: unix.EPERM},
+		{nr: unix.SYS_REQUEST_KEY, modeArg: -1, errno: unix.EPERM},
+	}
 }
 
 // socketChecks refuse, with EACCES, every socket but a unix one, so that
@@ -102,6 +140,21 @@ func checkBody(c seccompCheck) []unix.SockFilter {
 			retErrno(c.errno),
 		}
 	}
+	if c.selfOnly {
+		var body []unix.SockFilter
+		if c.whichArg {
+			body = append(body,
+				bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArgs),
+				bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, c.whichSelf, 1, 0),
+				retErrno(c.errno))
+		}
+		// The low half alone: the kernel reads a pid_t, an int.
+		return append(body,
+			bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, uint32(offArgs+8*c.pidArg)),
+			bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, 0, 0, 1),
+			retAllow,
+			retErrno(c.errno))
+	}
 	if c.modeArg < 0 {
 		return []unix.SockFilter{retErrno(c.errno)}
 	}
@@ -144,6 +197,7 @@ func seccompProgram(netOff bool) ([]unix.SockFilter, error) {
 		}
 		return nil, nil
 	}
+	checks = append(checks, selfChecks()...)
 	if netOff {
 		checks = append(checks, socketChecks()...)
 	}

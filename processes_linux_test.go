@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOtherProcesses: a confined command cannot reach another process of
+// its user by the calls Landlock's scoping leaves out: it cannot set the
+// resource limits of bashcall or of a process outside the call (a CPU
+// limit of one second kills it; a descriptor limit of one blinds
+// bashcall's reaping), nor its nice value, scheduling policy, CPU
+// affinity or I/O priority, nor use the user's keyring (which root shares
+// with every root process). Its own limits and priorities it sets as
+// before. As root and as nobody, whose victim runs as nobody too.
+func TestOtherProcesses(t *testing.T) {
+	requireABI(t, 1)
+	for _, user := range []string{"root", "nobody"} {
+		t.Run(user, func(t *testing.T) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root")
+			}
+			e := newConfinedEnv(t, "")
+			victim := exec.Command("sleep", "120")
+			if user == "nobody" {
+				e.asNobody()
+				victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
+			}
+			if err := victim.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { victim.Process.Kill(); victim.Wait() }()
+			pid := victim.Process.Pid
+			before, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := fmt.Sprintf(`v=%d
+prlimit --pid $v --cpu=1:1 2>/dev/null && echo set-victim-cpu
+prlimit --pid $PPID --nofile=1:1 2>/dev/null && echo set-bashcall-nofile
+prlimit --pid $$ --nofile=100:100 2>/dev/null && echo set-own-by-pid
+renice -n 19 -p $v >/dev/null 2>&1 && echo set-victim-nice
+renice -n 19 -u $(id -u) >/dev/null 2>&1 && echo set-user-nice
+taskset -p 1 $v >/dev/null 2>&1 && echo set-victim-affinity
+chrt -i -p 0 $v >/dev/null 2>&1 && echo set-victim-policy
+ionice -c 3 -p $v >/dev/null 2>&1 && echo set-victim-ioprio
+perl -e '$r = syscall(%d, 0, -4, 0); print $r < 0 ? "keyctl: $!\n" : "keyctl: the user keyring $r\n"'
+perl -e 'my ($t, $d, $p) = ("user", "k", "v"); $r = syscall(%d, $t, $d, $p, 1, -2); print $r < 0 ? "add_key: $!\n" : "add_key: $r\n"'
+(ulimit -n 100 && ulimit -t 100) && echo own-ulimit
+nice -n 5 true && echo own-nice
+prlimit --nofile=100:100 true && echo own-prlimit
+ionice -c 3 true && echo own-ionice
+taskset 1 true && echo own-taskset
+true`, pid, unix.SYS_KEYCTL, unix.SYS_ADD_KEY)
+			r := e.call(bashReq(script, ""))
+			text := r.text()
+			if strings.Contains(text, "set-") {
+				t.Errorf("a call on another process went through:\n%s", text)
+			}
+			for _, want := range []string{"keyctl: Operation not permitted\n", "add_key: Operation not permitted\n",
+				"own-ulimit\n", "own-nice\n", "own-prlimit\n", "own-ionice\n", "own-taskset\n"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("missing %q in:\n%s", want, text)
+				}
+			}
+			after, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+			if err != nil || string(after) != string(before) {
+				t.Errorf("the victim's limits changed (%v):\n%s\nto\n%s", err, before, after)
+			}
+			if prio, err := unix.Getpriority(unix.PRIO_PROCESS, pid); err != nil || prio != 20 {
+				t.Errorf("the victim's nice value changed: %d %v", 20-prio, err)
+			}
+			var set unix.CPUSet
+			if err := unix.SchedGetaffinity(pid, &set); err != nil || set.Count() != cpuCount(t) {
+				t.Errorf("the victim's affinity changed: %d CPUs %v", set.Count(), err)
+			}
+		})
+	}
+}
+
+// cpuCount is how many CPUs this process may run on.
+func cpuCount(t *testing.T) int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	return set.Count()
+}
