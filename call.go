@@ -29,6 +29,8 @@ type invocation struct {
 	abort chan os.Signal
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
+	// written caches writtenDirs.
+	written *[]string
 }
 
 // runCall answers the call on stdin.
@@ -290,7 +292,7 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if err != nil {
 		return err
 	}
-	if err := inv.checkShell(shell, p.workspace, s.ID); err != nil {
+	if err := inv.checkShell(shell, p.workspace); err != nil {
 		return err
 	}
 	var extraEnv, extra []string
@@ -318,6 +320,9 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if p.sandbox.confined() {
 		p.sandbox.GoLauncher = inv.getenv("BASHCALL_LAUNCHER") == "go"
 		p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace, p.sandbox.Writable)
+		if err := inv.noteWritten(p.sandbox.Writable); err != nil {
+			return fmt.Errorf("listing the directories the call makes writable: %w", err)
+		}
 		if err := p.sandbox.protect(sup.NS); err != nil {
 			return err
 		}

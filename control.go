@@ -48,9 +48,11 @@ func (inv *invocation) controlPaths() []string {
 
 // checkShell refuses a shell that a confined command could have put
 // there: one inside a directory workspace-write makes writable (the
-// workspace, /tmp, writable_roots, the session's build cache), in any
-// mode, since an approved danger-full-access call would run it unconfined.
-func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
+// call's workspace, /tmp, writable_roots, every session's build cache) or
+// made writable for any earlier confined call, whichever session's (the
+// state dir's list of them), in any mode, since an approved
+// danger-full-access call would run it unconfined.
+func (inv *invocation) checkShell(shell, workspace string) error {
 	if !inv.sandboxes() {
 		return nil // an executor that never confines has no confined command to fear
 	}
@@ -59,9 +61,14 @@ func (inv *invocation) checkShell(shell, workspace, sessionID string) error {
 	for _, r := range inv.cfg.Sandbox.WritableRoots {
 		dirs = append(dirs, canonicalOr(r))
 	}
-	if cache := inv.sandboxCachePath(sessionID); cache != "" {
-		dirs = append(dirs, canonicalPrefix(cache))
+	if cache := inv.sandboxCachePath(""); cache != "" {
+		dirs = append(dirs, canonicalPrefix(filepath.Dir(cache))) // every session's
 	}
+	written, err := inv.writtenDirs()
+	if err != nil {
+		return err
+	}
+	dirs = append(dirs, written...)
 	for _, d := range dirs {
 		if within(canon, d) {
 			return toolErrorf("refusing to run: the shell %q lies in %q, which confined commands can write; put a bash outside it first on PATH, or name one with the config's shell", canon, d)

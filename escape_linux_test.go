@@ -358,7 +358,7 @@ func TestVersionReport(t *testing.T) {
 
 // TestPlantedShell: a confined call plants a bash in a directory that is
 // on PATH before the real one; no later call, confined or approved
-// unconfined, runs it.
+// unconfined, of its session, another or none, runs it.
 func TestPlantedShell(t *testing.T) {
 	e := newConfinedEnv(t, "")
 	bin := filepath.Join(e.workspace, "bin")
@@ -367,14 +367,20 @@ func TestPlantedShell(t *testing.T) {
 	e.extraEnv = []string{"PATH=" + bin + ":" + os.Getenv("PATH")}
 	plant := fmt.Sprintf("printf '#!/usr/bin/bash\\ntouch %s\\nexec /usr/bin/bash \"$@\"\\n' > bin/bash && chmod +x bin/bash", marker)
 	e.call(sessionCall(plant, "S", e.workspace, ""))
+	// Nor does another session's call, in a workspace of its own, nor a
+	// call without a session: the shell lies where a confined call wrote.
+	other := filepath.Join(e.dir, "other")
+	os.Mkdir(other, 0o755)
 	for _, extra := range []string{"", `"sandbox_permissions":"danger-full-access","justification":"The test needs it."`} {
-		req := sessionCall("echo approved", "S", e.workspace, extra)
-		if extra != "" {
-			req = strings.TrimSuffix(req, "}") + `,"approval":"allowed-once"}`
-		}
-		r := e.call(req)
-		if !r.IsError || !strings.Contains(r.text(), "refusing to run: the shell "+jsonString(filepath.Join(bin, "bash"))) {
-			t.Errorf("with a planted shell first on PATH: %q", r.text())
+		for _, req := range []string{sessionCall("echo approved", "S", e.workspace, extra),
+			sessionCall("echo approved", "T", other, extra), bashReq("echo approved", extra)} {
+			if extra != "" {
+				req = strings.TrimSuffix(req, "}") + `,"approval":"allowed-once"}`
+			}
+			r := e.call(req)
+			if !r.IsError || !strings.Contains(r.text(), "refusing to run: the shell "+jsonString(filepath.Join(bin, "bash"))) {
+				t.Errorf("with a planted shell first on PATH: %s\n%q", req, r.text())
+			}
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {

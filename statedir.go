@@ -26,6 +26,9 @@ package main
 //	workspaces                    every pinned workspace, a JSON string a
 //	                              line, oldest first (workspaces.go)
 //	workspaces.lock               taken to add to it, or to build it
+//	written, written.lock         every directory a confined call made
+//	                              writable, a JSON string a line, and the
+//	                              lock taken to add to it (workspaces.go)
 //
 // Every directory is 0700 and every file 0600.
 

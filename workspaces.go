@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -73,12 +74,27 @@ const maxOtherWorkspaces = 256
 // otherWorkspaces lists the workspaces other sessions pinned that lie in
 // writable (the latest maxOtherWorkspaces of them), so that a command that
 // can write where they lie (/tmp) cannot plant code in their repositories
-// either. They are read from the state dir's list of them, one file,
-// rather than from every session's pin: that cost a file per session on
-// every confined call. A list that cannot be read (a command of the
-// snapshot mechanism can chmod it; openOwn puts the mode back) gives way
-// to the pins themselves.
+// either.
 func (inv *invocation) otherWorkspaces(mine string, writable []string) []string {
+	var out []string
+	for _, p := range inv.listedWorkspaces() {
+		if len(out) == maxOtherWorkspaces {
+			break
+		}
+		if p != mine && containing(p, writable) != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// listedWorkspaces is every workspace a session pinned, newest first,
+// each once. They are read from
+// the state dir's list of them, one file, rather than from every
+// session's pin: that cost a file per session on every confined call. A
+// list that cannot be read (a command of the snapshot mechanism can chmod
+// it; openOwn puts the mode back) gives way to the pins themselves.
+func (inv *invocation) listedWorkspaces() []string {
 	data, err := readPrivate(inv.workspaceList())
 	if errors.Is(err, fs.ErrNotExist) {
 		data, err = inv.buildWorkspaceList()
@@ -88,15 +104,90 @@ func (inv *invocation) otherWorkspaces(mine string, writable []string) []string 
 	}
 	lines := strings.Split(string(data), "\n")
 	var out []string
-	seen := map[string]bool{mine: true}
-	for i := len(lines) - 1; i >= 0 && len(out) < maxOtherWorkspaces; i-- {
+	seen := map[string]bool{}
+	for i := len(lines) - 1; i >= 0; i-- {
 		var p string // a line being written meanwhile does not decode
-		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] && containing(p, writable) != "" {
+		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// writtenList is the state dir's list of every directory a confined call
+// made writable (workspace-write's workspace, /tmp, the build cache,
+// writable_roots), made before its command starts: no shell is run from
+// inside one (checkShell), whichever session's call asks.
+func (inv *invocation) writtenList() string { return filepath.Join(inv.stateDir, "written") }
+
+// writtenDirs reads writtenList. One that cannot be read refuses the call:
+// it is all that keeps a shell planted by another session's command from
+// running unconfined.
+func (inv *invocation) writtenDirs() ([]string, error) {
+	if inv.written != nil {
+		return *inv.written, nil
+	}
+	data, err := readPrivate(inv.writtenList())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the list of the directories confined calls wrote: %w", err)
+	}
+	out := []string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		var p string // a line being written meanwhile does not decode
+		if json.Unmarshal([]byte(line), &p) == nil && filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	inv.written = &out
+	return out, nil
+}
+
+// noteWritten adds to writtenList the directories of writable it lacks.
+func (inv *invocation) noteWritten(writable []string) error {
+	listed, err := inv.writtenDirs()
+	if err != nil {
+		return err
+	}
+	have := slices.Clone(listed)
+	var add []byte
+	for _, d := range writable {
+		if slices.Contains(have, d) {
+			continue
+		}
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue // /dev/null, /dev/tty; or not there, so nothing in it to run
+		}
+		line, _ := json.Marshal(d)
+		add = append(append(add, line...), '\n')
+		have = append(have, d)
+	}
+	if add == nil {
+		return nil
+	}
+	inv.written = nil
+	unlock, err := lockFile(inv.writtenList() + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := openOwn(inv.writtenList(), os.O_RDWR|os.O_APPEND|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	// After a torn line, a line of its own.
+	last := []byte{'\n'}
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		f.ReadAt(last, fi.Size()-1)
+	}
+	if last[0] != '\n' {
+		add = append([]byte{'\n'}, add...)
+	}
+	_, err = f.Write(add)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (inv *invocation) workspaceList() string { return filepath.Join(inv.stateDir, "workspaces") }

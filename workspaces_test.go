@@ -139,3 +139,44 @@ func TestWorkspaceListConcurrentPins(t *testing.T) {
 		}
 	}
 }
+
+// TestWrittenList: the directories a confined call makes writable are
+// listed once each, files and missing paths left out, across
+// invocations, and a torn last line does not swallow the next one.
+func TestWrittenList(t *testing.T) {
+	state := t.TempDir()
+	base := t.TempDir()
+	a, b, c := filepath.Join(base, "a"), filepath.Join(base, "b"), filepath.Join(base, "c")
+	os.Mkdir(a, 0o700)
+	os.Mkdir(b, 0o700)
+	os.Mkdir(c, 0o700)
+	file := filepath.Join(base, "file")
+	os.WriteFile(file, nil, 0o600)
+	for i := 0; i < 2; i++ {
+		inv := &invocation{stateDir: state}
+		if err := inv.noteWritten([]string{a, file, filepath.Join(base, "missing"), b, a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(state, "written"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`"/torn`)
+	f.Close()
+	inv := &invocation{stateDir: state}
+	if err := inv.noteWritten([]string{c}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := (&invocation{stateDir: state}).writtenDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{a, b, c}, got); d != "" {
+		t.Errorf("written (-want +got):\n%s", d)
+	}
+	data, _ := os.ReadFile(filepath.Join(state, "written"))
+	if strings.Count(string(data), "\n") != 4 {
+		t.Errorf("the list holds empty lines or lacks some:\n%s", data)
+	}
+}
