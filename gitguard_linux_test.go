@@ -336,6 +336,33 @@ func TestPlantedCodeWhileRunning(t *testing.T) {
 	}
 }
 
+// TestPlantedCodeReplanted: a background task that plants a commondir
+// again, in a loop, after the sweep put it back, is stopped, and the file
+// does not stay planted; the output says what was put back.
+func TestPlantedCodeReplanted(t *testing.T) {
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			commondir := filepath.Join(e.workspace, ".git", "commondir")
+			loop := `while :; do [ -e .git/commondir ] || echo /tmp/elsewhere > .git/commondir; sleep 0.01; done`
+			start := e.call(sessionCall(loop, "S", e.workspace, `"run_in_background":true`))
+			if start.text() != textStarted("bash-1") {
+				t.Fatalf("start: %q", start.text())
+			}
+			defer e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S"))
+			r := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true,"timeout_ms":15000}`, "S"))
+			if text := r.text(); !strings.Contains(text, "[status: killed") || !strings.Contains(text, "[sandbox: reverted changes to protected files: "+commondir) {
+				t.Errorf("a task planting again and again: %q", text)
+			}
+			if _, err := os.Lstat(commondir); err == nil {
+				t.Error("the commondir stayed planted")
+			}
+		})
+	}
+}
+
 // TestPlantedCodeLinkedWorktree: a workspace that is a linked worktree
 // (its .git a file pointing into the main repository's git dir, both in
 // writable directories) keeps its .git file, its worktree git dir and the

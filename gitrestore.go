@@ -219,8 +219,10 @@ func (f *sandboxFacts) restored(reverted []string, err error) {
 // sweep restores the protected paths every period while a background
 // task runs, so that what it plants (a commondir, a hook) does not wait
 // for the task to settle; the returned stop ends the sweeps and returns
-// what they put back.
-func (g *gitGuard) sweep(period time.Duration) (stop func() []string) {
+// what they put back. A sweep that has to put something back after an
+// earlier one did calls replanted, once: a task that plants again, in a
+// loop, would otherwise keep a planted file there nearly all the time.
+func (g *gitGuard) sweep(period time.Duration, replanted func()) (stop func() []string) {
 	if g == nil || len(g.Entries) == 0 {
 		return func() []string { return nil }
 	}
@@ -236,6 +238,10 @@ func (g *gitGuard) sweep(period time.Duration) (stop func() []string) {
 				return
 			case <-t.C:
 				reverted, _ := g.restore()
+				if len(reverted) > 0 && len(all) > 0 && replanted != nil {
+					replanted()
+					replanted = nil
+				}
 				all = mergeSorted(all, reverted)
 			}
 		}

@@ -242,9 +242,23 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 		return nil, err
 	}
 	sweep := func() []string { return nil }
+	// Stop requests: bash_kill's signals, and the sweep's when the task
+	// plants protected git files again after one was put back.
+	stops := make(chan os.Signal, 2)
+	go func() {
+		for sig := range abort {
+			stops <- sig
+		}
+	}()
+	replanted := func() {
+		select {
+		case stops <- syscall.SIGTERM:
+		default: // stops are pending already
+		}
+	}
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
-		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
+		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: stops,
 		Launcher: spec.Launcher, NS: spec.NS, GoLauncher: spec.Plan != nil && spec.Plan.GoLauncher, Subreaper: true, FreezeLeader: true,
 		WithoutNS: func() ([]string, error) {
 			if spec.Plan == nil {
@@ -255,7 +269,7 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 			return argv, err
 		},
 		Started: func(int) {
-			sweep = spec.Guard.sweep(time.Second)
+			sweep = spec.Guard.sweep(time.Second, replanted)
 			ready()
 		},
 		Track: func(tree *treeRecord) error {
