@@ -29,8 +29,6 @@ type invocation struct {
 	abort chan os.Signal
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
-	// written caches writtenDirs.
-	written *[]string
 }
 
 // runCall answers the call on stdin.
@@ -292,7 +290,15 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if err != nil {
 		return err
 	}
-	if err := inv.checkShell(shell, p.workspace); err != nil {
+	// What confined calls wrote: where no shell is run from, and what
+	// this call adds to if it is confined.
+	var written []string
+	if inv.sandboxes() || mode != modeFullAccess {
+		if written, err = inv.writtenPaths(); err != nil {
+			return err
+		}
+	}
+	if err := inv.checkShell(shell, p.workspace, written); err != nil {
 		return err
 	}
 	var extraEnv, extra []string
@@ -320,8 +326,8 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	if p.sandbox.confined() {
 		p.sandbox.GoLauncher = inv.getenv("BASHCALL_LAUNCHER") == "go"
 		p.sandbox.Controls, p.sandbox.Others = in.control, inv.otherWorkspaces(p.workspace, p.sandbox.Writable)
-		if err := inv.noteWritten(p.sandbox.Writable); err != nil {
-			return fmt.Errorf("listing the directories the call makes writable: %w", err)
+		if err := inv.noteWritten(written, p.sandbox.Writable); err != nil {
+			return fmt.Errorf("listing the paths the call makes writable: %w", err)
 		}
 		if err := p.sandbox.protect(sup.NS); err != nil {
 			return err

@@ -49,10 +49,10 @@ func (inv *invocation) controlPaths() []string {
 // checkShell refuses a shell that a confined command could have put
 // there: one inside a directory workspace-write makes writable (the
 // call's workspace, /tmp, writable_roots, every session's build cache) or
-// made writable for any earlier confined call, whichever session's (the
-// state dir's list of them), in any mode, since an approved
+// made writable for any earlier confined call, whichever session's
+// (written, the state dir's list of them), in any mode, since an approved
 // danger-full-access call would run it unconfined.
-func (inv *invocation) checkShell(shell, workspace string) error {
+func (inv *invocation) checkShell(shell, workspace string, written []string) error {
 	if !inv.sandboxes() {
 		return nil // an executor that never confines has no confined command to fear
 	}
@@ -63,10 +63,6 @@ func (inv *invocation) checkShell(shell, workspace string) error {
 	}
 	if cache := inv.sandboxCachePath(""); cache != "" {
 		dirs = append(dirs, canonicalPrefix(filepath.Dir(cache))) // every session's
-	}
-	written, err := inv.writtenDirs()
-	if err != nil {
-		return err
 	}
 	dirs = append(dirs, written...)
 	for _, d := range dirs {

@@ -313,15 +313,7 @@ func TestControlModesRestored(t *testing.T) {
 func TestPlantedCodeWhileRunning(t *testing.T) {
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newConfinedEnv(t, "")
-			e.extraEnv = m.env
-			newRepo(t, e.workspace)
-			commondir := filepath.Join(e.workspace, ".git", "commondir")
-			start := e.call(sessionCall("echo /tmp/elsewhere > .git/commondir; echo planted; sleep 30", "S", e.workspace, `"run_in_background":true`))
-			if start.text() != textStarted("bash-1") {
-				t.Fatalf("start: %q", start.text())
-			}
-			defer e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S"))
+			e, commondir := startPlanting(t, m.env, "echo /tmp/elsewhere > .git/commondir; echo planted; sleep 30")
 			waitFor(t, 10*time.Second, "the task to plant", func() bool {
 				return strings.Contains(e.call(sessionReq("bash_output", `{"task_id":"bash-1"}`, "S")).text(), "planted")
 			})
@@ -342,16 +334,7 @@ func TestPlantedCodeWhileRunning(t *testing.T) {
 func TestPlantedCodeReplanted(t *testing.T) {
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e := newConfinedEnv(t, "")
-			e.extraEnv = m.env
-			newRepo(t, e.workspace)
-			commondir := filepath.Join(e.workspace, ".git", "commondir")
-			loop := `while :; do [ -e .git/commondir ] || echo /tmp/elsewhere > .git/commondir; sleep 0.01; done`
-			start := e.call(sessionCall(loop, "S", e.workspace, `"run_in_background":true`))
-			if start.text() != textStarted("bash-1") {
-				t.Fatalf("start: %q", start.text())
-			}
-			defer e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S"))
+			e, commondir := startPlanting(t, m.env, `while :; do [ -e .git/commondir ] || echo /tmp/elsewhere > .git/commondir; sleep 0.01; done`)
 			r := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true,"timeout_ms":15000}`, "S"))
 			if text := r.text(); !strings.Contains(text, "[status: killed") || !strings.Contains(text, "[sandbox: reverted changes to protected files: "+commondir) {
 				t.Errorf("a task planting again and again: %q", text)
@@ -361,6 +344,21 @@ func TestPlantedCodeReplanted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startPlanting starts script as task bash-1 of session S in a fresh
+// repository, killed when the test ends, and returns where its commondir
+// would be planted.
+func startPlanting(t *testing.T, env []string, script string) (*testEnv, string) {
+	e := newConfinedEnv(t, "")
+	e.extraEnv = env
+	newRepo(t, e.workspace)
+	start := e.call(sessionCall(script, "S", e.workspace, `"run_in_background":true`))
+	if start.text() != textStarted("bash-1") {
+		t.Fatalf("start: %q", start.text())
+	}
+	t.Cleanup(func() { e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S")) })
+	return e, filepath.Join(e.workspace, ".git", "commondir")
 }
 
 // TestPlantedCodeLinkedWorktree: a workspace that is a linked worktree

@@ -231,7 +231,7 @@ func (t *task) recordRetrying(f *taskFinal) error {
 }
 
 // supervise runs the command and returns its final status.
-func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (*taskFinal, error) {
+func (t *task) supervise(spec *taskSpec, ready func(), abort chan os.Signal) (*taskFinal, error) {
 	outs, err := openTaskStreams(t)
 	if err != nil {
 		return nil, err
@@ -242,23 +242,17 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort <-chan os.Signal) (
 		return nil, err
 	}
 	sweep := func() []string { return nil }
-	// Stop requests: bash_kill's signals, and the sweep's when the task
-	// plants protected git files again after one was put back.
-	stops := make(chan os.Signal, 2)
-	go func() {
-		for sig := range abort {
-			stops <- sig
-		}
-	}()
+	// A task that plants protected git files again after a sweep put one
+	// back is stopped as bash_kill's SIGTERM would.
 	replanted := func() {
 		select {
-		case stops <- syscall.SIGTERM:
+		case abort <- syscall.SIGTERM:
 		default: // stops are pending already
 		}
 	}
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
-		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: stops,
+		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
 		Launcher: spec.Launcher, NS: spec.NS, GoLauncher: spec.Plan != nil && spec.Plan.GoLauncher, Subreaper: true, FreezeLeader: true,
 		WithoutNS: func() ([]string, error) {
 			if spec.Plan == nil {

@@ -89,11 +89,11 @@ func (inv *invocation) otherWorkspaces(mine string, writable []string) []string 
 }
 
 // listedWorkspaces is every workspace a session pinned, newest first,
-// each once. They are read from
-// the state dir's list of them, one file, rather than from every
-// session's pin: that cost a file per session on every confined call. A
-// list that cannot be read (a command of the snapshot mechanism can chmod
-// it; openOwn puts the mode back) gives way to the pins themselves.
+// each once. They are read from the state dir's list of them, one file,
+// rather than from every session's pin: that cost a file per session on
+// every confined call. A list that cannot be read (a command of the
+// snapshot mechanism can chmod it; openOwn puts the mode back) gives way
+// to the pins themselves.
 func (inv *invocation) listedWorkspaces() []string {
 	data, err := readPrivate(inv.workspaceList())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -102,12 +102,12 @@ func (inv *invocation) listedWorkspaces() []string {
 	if err != nil && data == nil {
 		data = inv.workspacesFromPins() // fail closed: the pins themselves
 	}
-	lines := strings.Split(string(data), "\n")
+	paths := decodePaths(data)
+	slices.Reverse(paths)
 	var out []string
 	seen := map[string]bool{}
-	for i := len(lines) - 1; i >= 0; i-- {
-		var p string // a line being written meanwhile does not decode
-		if json.Unmarshal([]byte(lines[i]), &p) == nil && filepath.IsAbs(p) && !seen[p] {
+	for _, p := range paths {
+		if !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
@@ -115,79 +115,41 @@ func (inv *invocation) listedWorkspaces() []string {
 	return out
 }
 
-// writtenList is the state dir's list of every directory a confined call
-// made writable (workspace-write's workspace, /tmp, the build cache,
+// writtenList is the state dir's list of every path a confined call made
+// writable (workspace-write's workspace, /tmp, the build cache,
 // writable_roots), made before its command starts: no shell is run from
 // inside one (checkShell), whichever session's call asks.
 func (inv *invocation) writtenList() string { return filepath.Join(inv.stateDir, "written") }
 
-// writtenDirs reads writtenList. One that cannot be read refuses the call:
-// it is all that keeps a shell planted by another session's command from
-// running unconfined.
-func (inv *invocation) writtenDirs() ([]string, error) {
-	if inv.written != nil {
-		return *inv.written, nil
-	}
+// writtenPaths reads writtenList. One that cannot be read refuses the
+// call: it is all that keeps a shell planted by another session's command
+// from running unconfined.
+func (inv *invocation) writtenPaths() ([]string, error) {
 	data, err := readPrivate(inv.writtenList())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading the list of the directories confined calls wrote: %w", err)
+		return nil, fmt.Errorf("reading the list of the paths confined calls wrote: %w", err)
 	}
-	out := []string{}
-	for _, line := range strings.Split(string(data), "\n") {
-		var p string // a line being written meanwhile does not decode
-		if json.Unmarshal([]byte(line), &p) == nil && filepath.IsAbs(p) {
-			out = append(out, p)
-		}
-	}
-	inv.written = &out
-	return out, nil
+	return decodePaths(data), nil
 }
 
-// noteWritten adds to writtenList the directories of writable it lacks.
-func (inv *invocation) noteWritten(writable []string) error {
-	listed, err := inv.writtenDirs()
-	if err != nil {
-		return err
-	}
-	have := slices.Clone(listed)
-	var add []byte
-	for _, d := range writable {
-		if slices.Contains(have, d) {
-			continue
+// noteWritten adds to writtenList the paths of writable that listed, its
+// contents, lacks.
+func (inv *invocation) noteWritten(listed, writable []string) error {
+	var add []string
+	for _, p := range writable {
+		if !slices.Contains(listed, p) && !slices.Contains(add, p) {
+			add = append(add, p)
 		}
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			continue // /dev/null, /dev/tty; or not there, so nothing in it to run
-		}
-		line, _ := json.Marshal(d)
-		add = append(append(add, line...), '\n')
-		have = append(have, d)
 	}
 	if add == nil {
 		return nil
 	}
-	inv.written = nil
 	unlock, err := lockFile(inv.writtenList() + ".lock")
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	f, err := openOwn(inv.writtenList(), os.O_RDWR|os.O_APPEND|os.O_CREATE)
-	if err != nil {
-		return err
-	}
-	// After a torn line, a line of its own.
-	last := []byte{'\n'}
-	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-		f.ReadAt(last, fi.Size()-1)
-	}
-	if last[0] != '\n' {
-		add = append([]byte{'\n'}, add...)
-	}
-	_, err = f.Write(add)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return appendPaths(inv.writtenList(), add)
 }
 
 func (inv *invocation) workspaceList() string { return filepath.Join(inv.stateDir, "workspaces") }
@@ -199,19 +161,46 @@ func (inv *invocation) listWorkspace(canonical string) error {
 		return err
 	}
 	defer unlock()
-	data, err := inv.buildWorkspaceListLocked()
+	if _, err := inv.buildWorkspaceListLocked(); err != nil {
+		return err
+	}
+	return appendPaths(inv.workspaceList(), []string{canonical})
+}
+
+// decodePaths are the absolute paths of a list of the state dir (a JSON
+// string a line), in order; a line being written meanwhile does not
+// decode, and is skipped.
+func decodePaths(data []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		var p string
+		if json.Unmarshal([]byte(line), &p) == nil && filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// appendPaths appends paths to the list at p, a line each, the first on a
+// line of its own after a torn one; the caller holds the list's lock.
+func appendPaths(p string, paths []string) error {
+	f, err := openOwn(p, os.O_RDWR|os.O_APPEND|os.O_CREATE)
 	if err != nil {
 		return err
 	}
-	line, _ := json.Marshal(canonical)
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		line = append([]byte{'\n'}, line...) // after a torn line
+	var b []byte
+	last := []byte{'\n'}
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		f.ReadAt(last, fi.Size()-1)
 	}
-	f, err := openOwn(inv.workspaceList(), os.O_WRONLY|os.O_APPEND)
-	if err != nil {
-		return err
+	if last[0] != '\n' {
+		b = append(b, '\n')
 	}
-	_, err = f.Write(append(line, '\n'))
+	for _, q := range paths {
+		line, _ := json.Marshal(q)
+		b = append(append(b, line...), '\n')
+	}
+	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

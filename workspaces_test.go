@@ -140,21 +140,19 @@ func TestWorkspaceListConcurrentPins(t *testing.T) {
 	}
 }
 
-// TestWrittenList: the directories a confined call makes writable are
-// listed once each, files and missing paths left out, across
-// invocations, and a torn last line does not swallow the next one.
+// TestWrittenList: the paths a confined call makes writable are listed
+// once each, across invocations, and a torn last line does not swallow
+// the next one.
 func TestWrittenList(t *testing.T) {
 	state := t.TempDir()
-	base := t.TempDir()
-	a, b, c := filepath.Join(base, "a"), filepath.Join(base, "b"), filepath.Join(base, "c")
-	os.Mkdir(a, 0o700)
-	os.Mkdir(b, 0o700)
-	os.Mkdir(c, 0o700)
-	file := filepath.Join(base, "file")
-	os.WriteFile(file, nil, 0o600)
+	a, b, c := "/w/a", "/w/b", "/w/c"
 	for i := 0; i < 2; i++ {
 		inv := &invocation{stateDir: state}
-		if err := inv.noteWritten([]string{a, file, filepath.Join(base, "missing"), b, a}); err != nil {
+		listed, err := inv.writtenPaths()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.noteWritten(listed, []string{a, "/dev/null", b, a}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,18 +163,18 @@ func TestWrittenList(t *testing.T) {
 	f.WriteString(`"/torn`)
 	f.Close()
 	inv := &invocation{stateDir: state}
-	if err := inv.noteWritten([]string{c}); err != nil {
+	if err := inv.noteWritten(nil, []string{c}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := (&invocation{stateDir: state}).writtenDirs()
+	got, err := inv.writtenPaths()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{a, b, c}, got); d != "" {
+	if d := cmp.Diff([]string{a, "/dev/null", b, c}, got); d != "" {
 		t.Errorf("written (-want +got):\n%s", d)
 	}
 	data, _ := os.ReadFile(filepath.Join(state, "written"))
-	if strings.Count(string(data), "\n") != 4 {
+	if strings.Count(string(data), "\n") != 5 {
 		t.Errorf("the list holds empty lines or lacks some:\n%s", data)
 	}
 }
