@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // gitRun runs git unconfined in dir, as the person or the host would.
@@ -45,6 +47,9 @@ var plantVectors = []struct{ name, script string }{
 	{"replaced-hooks", `mv "$G/hooks" "$G/hooks.old" && mkdir "$G/hooks" && printf '#!/bin/sh\ntouch %s/replaced-hooks\n' "$PWNED" > "$G/hooks/pre-commit" && chmod +x "$G/hooks/pre-commit"`},
 	{"replaced-gitdir", `cp -r "$G" "$G.new" && printf '#!/bin/sh\ntouch %s/replaced-gitdir\n' "$PWNED" > "$G.new/hooks/pre-commit" && chmod +x "$G.new/hooks/pre-commit" && mv "$G" "$G.old" && mv "$G.new" "$G"`},
 	{"remote", `git remote add evil "$G" && git config remote.evil.uploadpack "touch $PWNED/remote; git-upload-pack"`},
+	// The name an earlier restore wrote its new file under, held by a
+	// directory the restore could not remove.
+	{"restore-name-held", `mkdir -p "$G/config.bashcall-restore/x" && git config core.fsmonitor "touch $PWNED/restore-name-held"`},
 	// Last: where it is undone by snapshot, the repository is left broken.
 	{"gitdir-to-file", `rm -rf /tmp/bashcall-evil-common && cp -r "$G" /tmp/bashcall-evil-common && git --git-dir=/tmp/bashcall-evil-common config core.fsmonitor "touch $PWNED/gitdir-to-file" && mv "$G" "$G.moved" && echo "gitdir: /tmp/bashcall-evil-common" > "$G"`},
 }
@@ -136,6 +141,37 @@ func plantCall(t *testing.T, e *testEnv, script string, bg bool, n int) (string,
 	var got taskOutputResult
 	decodeStructured(t, r, &got)
 	return r.text(), got.Sandbox
+}
+
+// TestPlantedCodeFullDisk: a command that plants code and then fills the
+// disk its repository is on, so that no restored file could be written,
+// in the foreground and as a task: git run later runs nothing of it (the
+// restore removes what the command left, which frees its blocks).
+func TestPlantedCodeFullDisk(t *testing.T) {
+	requireABI(t, 1)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	for _, m := range mechanisms {
+		for _, bg := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/background=%v", m.name, bg), func(t *testing.T) {
+				e, pwned := plantEnv(t, m.env)
+				if err := unix.Mount("tmpfs", e.workspace, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Unmount(e.workspace, unix.MNT_DETACH)
+				newRepo(t, e.workspace)
+				script := fmt.Sprintf(`git config core.fsmonitor "touch %s/full-disk"; git config alias.st "!touch %s/full-disk-alias"; dd if=/dev/zero of=fill bs=64k 2>/dev/null; true`, pwned, pwned)
+				text, facts := plantCall(t, e, script, bg, 1)
+				t.Logf("%s", text)
+				if m.name == "snapshot" && (facts == nil || len(facts.Reverted) == 0) {
+					t.Errorf("nothing reported reverted: %+v", facts)
+				}
+				os.Remove(filepath.Join(e.workspace, "fill"))
+				checkNothingRan(t, e.workspace, pwned)
+			})
+		}
+	}
 }
 
 // TestPlantedCodeSubmodule: a submodule's hooks and config are protected

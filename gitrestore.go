@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,8 @@ import (
 // second while it runs.
 
 // restore puts every protected path back as recorded and returns the
-// paths it changed, sorted. The command's tree is gone by then. Each
+// paths it put back, sorted (a path it could not put back is in the
+// error, not in the list). The command's tree is gone by then. Each
 // change goes through an os.Root of the writable directory, so that a
 // symlink the command planted cannot lead the restore outside it.
 func (g *gitGuard) restore() (reverted []string, err error) {
@@ -45,8 +47,7 @@ func (g *gitGuard) restore() (reverted []string, err error) {
 		changed, rerr := e.restoreIn(r)
 		if rerr != nil {
 			errs = append(errs, fmt.Errorf("restoring %q: %w", e.path(), rerr))
-		}
-		if changed {
+		} else if changed {
 			reverted = append(reverted, e.path())
 		}
 	}
@@ -57,6 +58,7 @@ func (g *gitGuard) restore() (reverted []string, err error) {
 		}
 		if err := os.Chmod(m.Path, m.Mode); err != nil {
 			errs = append(errs, fmt.Errorf("restoring the mode of %q: %w", m.Path, err))
+			continue
 		}
 		reverted = append(reverted, m.Path)
 	}
@@ -121,10 +123,31 @@ func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
 
 // replaceFile writes the recorded content to a new file and renames it
 // over the path, so that whatever the command left there (a hard link to
-// another file, say) is replaced, never written through.
+// another file, say) is replaced, never written through. The new file's
+// name is random: a name the command could tell in advance, it could hold
+// with a directory of its own and so keep the restore from happening. If
+// the new file cannot be written (the command filled the disk), what the
+// command left is removed, which frees its blocks, and the write is tried
+// once more: a protected file ends up restored or absent, never as the
+// command left it.
 func (e *guardEntry) replaceFile(r *os.Root) error {
-	tmp := e.Rel + ".bashcall-restore"
-	r.Remove(tmp)
+	err := e.writeOver(r)
+	if err == nil {
+		return nil
+	}
+	if rerr := r.RemoveAll(e.Rel); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if err := e.writeOver(r); err != nil {
+		return fmt.Errorf("%w (the changed file was removed)", err)
+	}
+	return nil
+}
+
+// writeOver writes the recorded content to a new file beside the path and
+// renames it over the path.
+func (e *guardEntry) writeOver(r *os.Root) error {
+	tmp := e.Rel + ".bashcall-restore-" + rand.Text()
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, e.Mode.Perm())
 	if err != nil {
 		return err
