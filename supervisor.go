@@ -207,6 +207,11 @@ func (t *task) enlist(stdin io.Reader) (*taskSpec, error) {
 	if err := t.reserveStatus(); err != nil {
 		return nil, err
 	}
+	// bash_kill renames this to its marker (markKilled): a kill needs no
+	// new inode, however full the state dir is by then.
+	if err := touch(filepath.Join(t.dir, "kill.reserve")); err != nil {
+		return nil, err
+	}
 	var spec taskSpec
 	if err := json.NewDecoder(io.LimitReader(stdin, 16<<20)).Decode(&spec); err != nil {
 		return nil, fmt.Errorf("reading the task spec: %w", err)

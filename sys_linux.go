@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -176,8 +177,10 @@ func signalProcess(pid int, start uint64, sig syscall.Signal) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if s, err := procStartTime(pid); err != nil || s != start {
+	if s, err := procStartTime(pid); errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) || err == nil && s != start {
 		return unix.ESRCH
+	} else if err != nil {
+		return err
 	}
 	return unix.PidfdSendSignal(fd, sig, nil, 0)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -145,7 +146,7 @@ func (t *task) killable() bool {
 // stop asks the supervisor to stop the task and waits for the status it
 // records. A supervisor that is gone, or does not answer within grace and
 // some slack, is replaced: what is left is killed and the task settled.
-func (t *task) stop() {
+func (t *task) stop() error {
 	var sup procRecord
 	// A task that another invocation is still starting has no supervisor
 	// on record yet: give it the moment it needs.
@@ -155,11 +156,14 @@ func (t *task) stop() {
 		}
 	}
 	grace := time.Duration(t.meta.GraceMs) * time.Millisecond
-	if sup.alive() && signalProcess(sup.PID, sup.Start, syscall.SIGTERM) == nil {
-		if t.waitSettled(grace+5*time.Second, nil) != nil {
-			return
+	var err error
+	if sup.alive() {
+		if err = signalProcess(sup.PID, sup.Start, syscall.SIGTERM); err == nil {
+			if t.waitSettled(grace+5*time.Second, nil) != nil {
+				return nil
+			}
+			err = signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
 		}
-		signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
 	}
 	var cmd treeRecord
 	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
@@ -168,5 +172,11 @@ func (t *task) stop() {
 	for deadline := time.Now().Add(time.Second); sup.alive() && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.final()
+	if t.final() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("signalling its supervisor: %w", err)
+	}
+	return nil
 }

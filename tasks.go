@@ -242,13 +242,30 @@ func (inv *invocation) recordOwnership(t *task) error {
 		dirs = append(dirs, "pending")
 	}
 	for _, sub := range dirs {
-		f, err := os.OpenFile(filepath.Join(inv.sessionDir(t.meta.Owner), sub, t.id), os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
-		if err != nil {
+		if err := inv.fileUnder(t, sub); err != nil {
 			return err
 		}
-		f.Close()
 	}
 	return nil
+}
+
+// fileUnder makes the entry of t in its owner's list sub.
+func (inv *invocation) fileUnder(t *task, sub string) error {
+	return touch(filepath.Join(inv.sessionDir(t.meta.Owner), sub, t.id))
+}
+
+// touch makes an empty private file at p, or leaves the one there.
+func touch(p string) error {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// recordNotice gives back a pending notice that consumeNotice took.
+func (inv *invocation) recordNotice(t *task) {
+	inv.fileUnder(t, "pending")
 }
 
 // consumeNotice removes a pending notice; true for the one caller that

@@ -3,6 +3,8 @@ package main
 // The tools over background tasks: bash_output, bash_kill, bash_list.
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -73,20 +75,57 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
-	marker, err := os.OpenFile(filepath.Join(t.dir, "kill"), os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	marker.Close()
+	marked, ours := t.markKilled()
 	if fileExists(filepath.Join(t.dir, "status.json")) { // it settled before the marker existed
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
-	inv.consumeNotice(t) // a killed task carries no notice
-	t.stop()
+	consumed := inv.consumeNotice(t) // a killed task carries no notice
+	if marked && !ours {
+		// Another bash_kill is stopping it: a second SIGTERM would cut
+		// the command's grace short. Wait for that one, and stop the task
+		// here only if it has not settled by then (its killer died).
+		if t.waitSettled(time.Duration(t.meta.GraceMs)*time.Millisecond+6*time.Second, inv.abort) == nil {
+			err = t.stop()
+		}
+	} else {
+		err = t.stop()
+	}
+	if t.final() == nil {
+		if ours { // the task may yet complete: it was not killed
+			os.Rename(filepath.Join(t.dir, "kill"), filepath.Join(t.dir, "kill.reserve"))
+		}
+		if consumed {
+			inv.recordNotice(t)
+		}
+		why := "it did not stop"
+		if err != nil {
+			why = err.Error()
+		}
+		return toolErrorf("could not stop background task %s (%s); it is still running: call bash_kill again", t.id, why)
+	}
 	result.Killed = true
 	setText(resp, textKilled(t.id), nil)
 	return nil
+}
+
+// markKilled leaves the kill marker, by which the supervisor records the
+// task as killed rather than completed: the kill.reserve the supervisor
+// made at its start, renamed (no inode or block is needed, so a full disk
+// cannot keep a task from being killed), or a new file for a task of an
+// earlier bashcall. ours says this call made it; marked false says it
+// could not be made, and the task is stopped all the same.
+func (t *task) markKilled() (marked, ours bool) {
+	marker := filepath.Join(t.dir, "kill")
+	if err := renameNoReplace(filepath.Join(t.dir, "kill.reserve"), marker); err == nil {
+		return true, true
+	}
+	f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		f.Close()
+		return true, true
+	}
+	return errors.Is(err, fs.ErrExist), false
 }
 
 // taskList answers bash_list.

@@ -1,0 +1,115 @@
+package main
+
+// bash_kill where things go wrong: a killer that cannot signal, a state
+// dir with no inode left, and two kills at once.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// killReq is a bash_kill request of session.
+func killReq(id, session string) string {
+	return sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, session)
+}
+
+// TestKillCannotSignal: a bash_kill that cannot reach the task (run with
+// too few descriptors to open a pidfd or a /proc file) says so and leaves
+// the task as it was: still running, not marked killed, its notice still
+// due. The task then completes and is reported completed, with a notice.
+func TestKillCannotSignal(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 300\n")
+	id := e.start("sleep 2; echo done", "A")
+	c := e.cmd()
+	c.Args = append([]string{"bash", "-c", `ulimit -n 8; exec "$0" "$@"`, c.Path}, c.Args[1:]...)
+	c.Path = "/bin/bash"
+	c.Stdin = strings.NewReader(killReq(id, "A"))
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("bash_kill with 8 descriptors: %v\n%s", err, out)
+	}
+	r := decodeResponse(t, string(out))
+	if !r.IsError || !strings.Contains(r.text(), "could not stop background task "+id) || !strings.Contains(r.text(), "still running") {
+		t.Fatalf("bash_kill that could not signal answered %q", r.text())
+	}
+	if got := e.call(sessionReq("bash_list", "{}", "A")).text(); !strings.HasPrefix(got, id+" running") {
+		t.Errorf("after the failed kill, bash_list = %q", got)
+	}
+	e.awaitSettled(id)
+	if r := e.call(sessionReq("bash_list", "{}", "A")); !strings.HasPrefix(r.text(), id+" completed, exit code: 0") || len(r.Notices) != 1 {
+		t.Errorf("the task that was not killed: %q, notices %v", r.text(), r.Notices)
+	}
+}
+
+// TestKillNoInodes: with no inode left in the state dir, bash_kill still
+// stops a task and it is recorded as killed (the marker is a file the
+// supervisor made at its start, renamed).
+func TestKillNoInodes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	e := newTestEnv(t, "grace_ms = 300\n")
+	small := filepath.Join(e.dir, "small")
+	os.Mkdir(small, 0o700)
+	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=4m,nr_inodes=80,mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	e.stateDir = filepath.Join(small, "state")
+	defer func() {
+		e.stopTasks() // before their state dir goes
+		unix.Unmount(small, unix.MNT_DETACH)
+	}()
+	id := e.start("echo started; sleep 300", "A")
+	waitFor(t, 10*time.Second, "output", func() bool { return fileSize(e.taskFull(id, "stdout")) > 0 })
+	fill := filepath.Join(small, "fill")
+	os.Mkdir(fill, 0o700)
+	for i := 0; ; i++ {
+		f, err := os.Create(filepath.Join(fill, fmt.Sprint(i)))
+		if err != nil {
+			break
+		}
+		f.Close()
+	}
+	if got := e.call(killReq(id, "A")).text(); got != textKilled(id) {
+		t.Errorf("bash_kill with no inode left = %q", got)
+	}
+	if got := e.call(outputReq(id, "A", "")).text(); !strings.HasSuffix(got, statusLine(taskStatus{State: stateKilled, Signal: "SIGTERM"})) {
+		t.Errorf("after the kill: %q", got)
+	}
+}
+
+// TestKillTwice: two bash_kills at once give the command its whole grace
+// (the second does not turn the first's SIGTERM into a SIGKILL), and both
+// answer once it has settled.
+func TestKillTwice(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 3000\n")
+	id := e.start(`trap 'echo got term; sleep 0.5; echo clean exit; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, "A")
+	waitFor(t, 10*time.Second, "the trap", func() bool { return fileSize(e.taskFull(id, "stdout")) > 0 })
+	var wg sync.WaitGroup
+	texts := make([]string, 2)
+	for i := range texts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * 50 * time.Millisecond)
+			texts[i] = e.call(killReq(id, "A")).text()
+		}()
+	}
+	wg.Wait()
+	for _, got := range texts {
+		if got != textKilled(id) && got != textAlreadyDone(id) {
+			t.Errorf("a bash_kill answered %q", got)
+		}
+	}
+	got := e.call(outputReq(id, "A", "")).text()
+	if !strings.Contains(got, "clean exit") || !strings.HasSuffix(got, statusLine(taskStatus{State: stateKilled})) {
+		t.Errorf("two kills at once cut the grace short: %q", got)
+	}
+}
