@@ -29,6 +29,9 @@ type invocation struct {
 	abort chan os.Signal
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
+	// reaper ties the tasks of one owner to the life of a process (the
+	// hidden -reaper flag of bashcall mcp's children).
+	reaper *reaperTie
 }
 
 // runCall answers the call on stdin.
@@ -42,6 +45,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
 	progressFlag := fs.Int("progress-fd", -1, "") // for bashcall mcp; not in the usage
 	warmFlag := fs.Bool("warm", false, "")        // for the servers' warm children; not in the usage
+	reaperFlag := fs.String("reaper", "", "")     // for bashcall mcp's children; not in the usage
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
@@ -68,6 +72,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		return answerFailure(data, rerr, stdout, *textFlag, err)
 	}
 	if inv.progress, err = openProgressFeed(*progressFlag); err != nil {
+		return usageError{err}
+	}
+	if inv.reaper, err = parseReaperTie(*reaperFlag); err != nil {
 		return usageError{err}
 	}
 	var req *request

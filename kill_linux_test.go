@@ -15,11 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killReq is a bash_kill request of session.
-func killReq(id, session string) string {
-	return sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, session)
-}
-
 // TestKillCannotSignal: a bash_kill that cannot reach the task (run with
 // too few descriptors to open a pidfd or a /proc file) says so and leaves
 // the task as it was: still running, not marked killed, its notice still

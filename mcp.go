@@ -53,6 +53,7 @@ type mcpServer struct {
 	asks        int
 	stashed     map[string][]string // notices of cancelled calls, by session id
 	ownTasks    []string            // tasks started in the connection's session
+	reaper      string              // ties them to this process (-reaper)
 	wg          sync.WaitGroup
 }
 
@@ -83,6 +84,7 @@ func runMCP(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) e
 	for _, d := range tools(&inv.cfg) {
 		s.names = append(s.names, d.name)
 	}
+	s.reaper = newReaperTie(ownerKey(s.session.ID))
 	s.pool = newWarmPool(1, func(warm bool) (*warmChild, error) {
 		args := s.childArgs()
 		if warm {

@@ -700,6 +700,34 @@ func TestMCPSessions(t *testing.T) {
 	c.close()
 }
 
+// TestMCPServerKilled: a server SIGKILLed (no clean end to stop them)
+// takes its own session's tasks with it, recorded killed, within a moment;
+// a named session's task goes on.
+func TestMCPServerKilled(t *testing.T) {
+	e := newTestEnv(t, fullAccess)
+	own, named := filepath.Join(e.workspace, "own.pid"), filepath.Join(e.workspace, "named.pid")
+	c := e.startMCP()
+	c.initialize(`{}`)
+	c.callTool(1, "bash", mcpBashArgs("echo $$ > "+own+"; exec sleep 300", `"run_in_background":true`), "")
+	c.callTool(2, "bash", mcpBashArgs("echo $$ > "+named+"; exec sleep 300", `"run_in_background":true`),
+		`"_meta":{"session":{"id":"shared"}}`)
+	ownPID, namedPID := readPIDs(t, own)[0], readPIDs(t, named)[0]
+	c.cmd.Process.Kill()
+	<-c.exited
+	waitFor(t, 10*time.Second, "the own session's task to stop", func() bool { return !pidAlive(ownPID) })
+	e.awaitSettled("bash-1")
+	var f taskFinal
+	if err := readJSON(filepath.Join(e.stateDir, "tasks", "bash-1", "status.json"), &f); err != nil || f.State != stateKilled {
+		t.Errorf("the own session's task settled as %+v (%v)", f.taskStatus, err)
+	}
+	if !pidAlive(namedPID) {
+		t.Errorf("the task of a named session was stopped")
+	}
+	if got := e.call(killReq("bash-2", "shared")).text(); got != textKilled("bash-2") {
+		t.Errorf("killing the named session's task: %q", got)
+	}
+}
+
 // escalate is a bash call asking for danger-full-access.
 var escalate = mcpBashArgs("echo escalated", `"sandbox_permissions":"danger-full-access","justification":"The test needs to run unconfined."`)
 

@@ -321,7 +321,7 @@ func (c *mcpCall) begin(child *warmChild) error {
 
 // childArgs are the arguments of a call's bashcall process.
 func (s *mcpServer) childArgs() []string {
-	args := []string{"-state-dir", s.inv.stateDir}
+	args := []string{"-state-dir", s.inv.stateDir, "-reaper", s.reaper}
 	if s.inv.cfg.path != "" {
 		args = append(args, "-config", s.inv.cfg.path)
 	}

@@ -50,7 +50,7 @@ func (inv *invocation) startTask(p *callPlan, a *bashArgs, owner string, resp *r
 	t, err := inv.allocateTask(&taskMeta{Owner: owner, Command: a.Command, Workdir: p.workdir,
 		Mode: p.sandbox.Mode, StartedAt: time.Now().UnixMilli(), GraceMs: inv.cfg.GraceMs,
 		MaxOutputBytes: inv.cfg.MaxOutputBytes, MaxSpillBytes: inv.cfg.MaxSpillBytes, Starter: me,
-		MaxSpillTotalBytes: inv.cfg.MaxSpillTotalBytes})
+		MaxSpillTotalBytes: inv.cfg.MaxSpillTotalBytes, Reaper: inv.reaper.of(owner)})
 	if err != nil {
 		return err
 	}
@@ -171,6 +171,7 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 		answer("error: " + err.Error())
 		return err
 	}
+	t.watchReaper(abort)
 	// Once the command has run, or could not, the starter is answered "ok"
 	// (after the status is recorded, when it ended at once).
 	defer answer("ok")

@@ -44,6 +44,10 @@ type taskMeta struct {
 	// Starter is the invocation that starts the task: until the supervisor
 	// records itself, the task is starting while the starter lives.
 	Starter procRecord `json:"starter"`
+	// Reaper, when set, is the process whose end stops the task: the
+	// bashcall mcp server whose own session started it (no one else can
+	// reach that session once the server is gone).
+	Reaper *procRecord `json:"reaper,omitempty"`
 }
 
 // procRecord identifies a process beyond its pid.

@@ -25,6 +25,11 @@ func outputReq(id, session, extra string) string {
 	return sessionReq("bash_output", args+"}", session)
 }
 
+// killReq is a bash_kill request of session.
+func killReq(id, session string) string {
+	return sessionReq("bash_kill", `{"task_id":`+jsonString(id)+`}`, session)
+}
+
 // statusLine is the status marker every bash_output text ends with.
 func statusLine(s taskStatus) string {
 	return strings.TrimPrefix(renderTaskRead(&taskRead{Status: s}, false), textNoNewOutput+"\n")
