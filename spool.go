@@ -240,7 +240,9 @@ func (s *spool) take(name string) (*os.File, string) {
 		f.Close()
 		return nil, "" // another worker is claiming it
 	}
-	claimed := filepath.Join(s.dir, "cur", name)
+	// The claim takes the response's name, so that of two calls with one
+	// response (NAME and NAME.json) only one runs.
+	claimed := filepath.Join(s.dir, "cur", resp)
 	fi, err := f.Stat()
 	switch {
 	case err != nil || !isStill(src, fi):
@@ -250,8 +252,17 @@ func (s *spool) take(name string) (*os.File, string) {
 	case s.answered(resp):
 		// Its answer could not be delivered: the call is not run.
 		s.moveAside(name, src, "out/ already holds a response named "+resp+"; the call was not run")
-	case os.Rename(src, claimed) == nil:
-		return f, claimed
+	default:
+		err := renameNoReplace(src, claimed)
+		if errors.Is(err, errors.ErrUnsupported) {
+			err = os.Rename(src, claimed) // a collision is then caught as its response is written
+		}
+		if err == nil {
+			return f, claimed
+		}
+		if errors.Is(err, os.ErrExist) {
+			s.moveAside(name, src, "another call with the same response name "+resp+" is being run; this one was not run")
+		}
 	}
 	f.Close()
 	return nil, ""

@@ -289,6 +289,30 @@ func TestSpoolOnce(t *testing.T) {
 	}
 }
 
+// TestSpoolOneResponseName: NAME and NAME.json share the response
+// NAME.json; dropped together, with workers to run both at once, only one
+// runs, and the other is moved aside unrun.
+func TestSpoolOneResponseName(t *testing.T) {
+	e := newTestEnv(t, "")
+	dir := filepath.Join(e.dir, "spool")
+	e.serve(dir, "-workers", "2")
+	drop(t, dir, "dup", gatedCall("dup"))
+	e.awaitRuns("dup\n")
+	drop(t, dir, "dup.json", gatedCall("dup.json"))
+	waitFor(t, 10*time.Second, "the second call moved aside", func() bool {
+		aside, _ := filepath.Glob(filepath.Join(dir, "rejected", "dup.json.*"))
+		return len(aside) == 1
+	})
+	os.WriteFile(filepath.Join(e.workspace, "go"), nil, 0o600)
+	if got := awaitResponse(t, dir, "dup.json").text(); got != "answer-dup\n" {
+		t.Errorf("out/dup.json = %q", got)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if b, _ := os.ReadFile(filepath.Join(e.workspace, "runs")); string(b) != "dup\n" {
+		t.Errorf("runs = %q; want the first call alone", b)
+	}
+}
+
 // TestSpoolLikeStdin: sessions, background tasks, notices, the sandbox and
 // escalation through the request's approval work through the spool.
 func TestSpoolLikeStdin(t *testing.T) {

@@ -79,7 +79,7 @@ func (s *spool) retry(name, claimed string, f *os.File, line []byte) {
 		}
 		if last {
 			fmt.Fprintf(s.stderr, "bashcall serve: %s: %v; stopping with the call unanswered\n", name, err)
-			os.Rename(claimed, filepath.Join(s.dir, "cur", ranPrefix+name))
+			os.Rename(claimed, filepath.Join(s.dir, "cur", ranPrefix+filepath.Base(claimed)))
 			f.Close()
 			return
 		}
