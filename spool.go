@@ -17,6 +17,8 @@ package main
 // is in spoolanswer.go; the checks of the directory in spooldir.go.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -336,11 +338,22 @@ func (s *spool) moveAside(name, path, why string) {
 	fmt.Fprintf(s.stderr, "bashcall serve: %q: %s; moved to rejected/\n", name, why)
 	aside, err := privateDir(s.dir, "rejected")
 	if err == nil {
-		err = os.Rename(path, filepath.Join(aside, fmt.Sprintf("%s.%d", name, time.Now().UnixNano())))
+		err = os.Rename(path, filepath.Join(aside, asideName(name)))
 	}
 	if err != nil {
 		fmt.Fprintf(s.stderr, "bashcall serve: %s: cannot move it aside: %v\n", name, err)
 	}
+}
+
+// asideName is the name in rejected/ of entry name: the name and the
+// time, a long name cut short and told apart by its hash, so that the
+// whole stays within the 255 bytes of a file name.
+func asideName(name string) string {
+	if len(name) > 200 {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:180] + "-" + hex.EncodeToString(sum[:8])
+	}
+	return fmt.Sprintf("%s.%d", name, time.Now().UnixNano())
 }
 
 // errorLine is a response line for err, echoing id when known.

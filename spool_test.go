@@ -238,6 +238,10 @@ func TestSpoolBadFiles(t *testing.T) {
 		"socket.json":     func(p string) error { return syscall.Mknod(p, syscall.S_IFSOCK|0o600, 0) }, // open fails: ENXIO
 		"unreadable.json": file([]byte(`{"name":"bash_list"}`), 0o000),
 		".hidden":         file([]byte(`{"name":"bash_list"}`), 0o600),
+		// No response name can be derived (over 200 bytes), and the
+		// name rejected/ files it under must still fit in 255.
+		strings.Repeat("l", 240) + ".json": file([]byte(`{"name":"bash_list"}`), 0o600),
+		strings.Repeat("m", 255):           file([]byte(`{"name":"bash_list"}`), 0o600),
 	} {
 		dropEntry(t, dir, name, create)
 	}
@@ -249,10 +253,15 @@ func TestSpoolBadFiles(t *testing.T) {
 	if r := awaitResponse(t, dir, "unreadable.json"); os.Geteuid() != 0 && !r.IsError {
 		t.Errorf("unreadable: %q", r.text())
 	}
-	waitFor(t, 10*time.Second, "the hidden entry to be moved aside", func() bool {
+	waitFor(t, 10*time.Second, "the hidden and long-named entries to be moved aside", func() bool {
 		left, _ := os.ReadDir(newDir)
 		return len(left) == 0
 	})
+	for _, prefix := range []string{".hidden.", strings.Repeat("l", 180) + "-", strings.Repeat("m", 180) + "-"} {
+		if aside, _ := filepath.Glob(filepath.Join(dir, "rejected", prefix+"*")); len(aside) != 1 {
+			t.Errorf("rejected/ holds %d entries named %.20q…, want 1", len(aside), prefix)
+		}
+	}
 	drop(t, dir, "good.json", `{"name":"bash","arguments":{"command":"echo still serving","description":"d"}}`)
 	if got := awaitResponse(t, dir, "good.json").text(); got != "still serving\n" {
 		t.Errorf("after the bad files: %q", got)
