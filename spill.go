@@ -70,7 +70,7 @@ func (c *spillCap) lock() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("locking spill files: %w", err)
 	}
-	if err := flockRetry(f, syscall.LOCK_EX); err != nil {
+	if err := flockRetry(f, syscall.LOCK_EX, spillLockWait); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("locking %q: %w", p, err)
 	}
@@ -109,7 +109,7 @@ func (c *spillCap) create(pattern string) (*spillFile, error) {
 // checking it at that moment (a task's copy is created outside
 // spill.lock), so the shared lock is retried, for a bounded time.
 func (c *spillCap) adopt(f *os.File, p string) (*spillFile, error) {
-	if err := flockRetry(f, syscall.LOCK_SH); err != nil {
+	if err := flockRetry(f, syscall.LOCK_SH, spillLockWait); err != nil {
 		f.Close()
 		os.Remove(p)
 		return nil, fmt.Errorf("locking %q: %w", p, err)
@@ -117,10 +117,10 @@ func (c *spillCap) adopt(f *os.File, p string) (*spillFile, error) {
 	return &spillFile{budget: c, f: f, path: p}, nil
 }
 
-// flockRetry takes a lock without blocking, retrying until spillLockWait
-// passes.
-func flockRetry(f *os.File, how int) error {
-	deadline := time.Now().Add(spillLockWait)
+// flockRetry takes a lock without blocking, retrying until wait passes: a
+// holder that is stopped or stuck makes the caller fail, not hang.
+func flockRetry(f *os.File, how int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
 		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		if err == nil {
@@ -130,7 +130,7 @@ func flockRetry(f *os.File, how int) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("still locked after %v", spillLockWait)
+			return fmt.Errorf("%s is still locked by another process after %v", f.Name(), wait)
 		}
 		time.Sleep(delay)
 	}

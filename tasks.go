@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Task states.
@@ -131,20 +132,19 @@ func writeJSON(p string, v any) error {
 	return writeFileAtomic(p, b)
 }
 
+// lockWait bounds the wait for a task's or the state dir's lock. Each is
+// held for a read, a settle or an allocation, milliseconds; one held
+// longer is held by a process that is stopped or stuck.
+const lockWait = 10 * time.Second
+
 // lockFile takes an exclusive flock, creating the file if need be (and
-// putting its mode back: openOwn).
+// putting its mode back: openOwn), waiting at most lockWait.
 func lockFile(p string) (func(), error) {
 	f, err := openOwn(p, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, err
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
+	if err = flockRetry(f, syscall.LOCK_EX, lockWait); err != nil {
 		f.Close()
 		return nil, err
 	}

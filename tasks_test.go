@@ -424,3 +424,31 @@ func (e *testEnv) taskFull(id, stream string) string {
 	readJSON(filepath.Join(e.stateDir, "tasks", id, "full.json"), &fulls)
 	return fulls[stream]
 }
+
+// TestTaskLockHeld: a task whose lock another process holds and does not
+// let go (stopped, say) makes a read fail after a bounded wait, with a
+// clear error, rather than hang; once it is let go, the read gets
+// everything.
+func TestTaskLockHeld(t *testing.T) {
+	e := newTestEnv(t, "")
+	id := e.start("echo hi; sleep 300", "A")
+	waitFor(t, 10*time.Second, "output", func() bool { return fileSize(e.taskFull(id, "stdout")) > 0 })
+	f, err := os.OpenFile(filepath.Join(e.stateDir, "tasks", id, "lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := e.call(outputReq(id, "A", ""))
+	if !r.IsError || !strings.Contains(r.text(), "still locked by another process") {
+		t.Errorf("a read of a task whose lock is held: %q", r.text())
+	}
+	t.Logf("it gave up after %v", time.Since(start).Round(time.Millisecond))
+	f.Close()
+	if got := e.call(outputReq(id, "A", "")).text(); !strings.HasPrefix(got, "hi\n") {
+		t.Errorf("the read after the lock was let go: %q", got)
+	}
+	e.call(killReq(id, "A"))
+}
