@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // gitRun runs git unconfined in dir, as the person or the host would.
@@ -149,17 +147,14 @@ func plantCall(t *testing.T, e *testEnv, script string, bg bool, n int) (string,
 // restore removes what the command left, which frees its blocks).
 func TestPlantedCodeFullDisk(t *testing.T) {
 	requireABI(t, 1)
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
+	if !inNamespace(t, "--mount") {
+		return
 	}
 	for _, m := range mechanisms {
 		for _, bg := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/background=%v", m.name, bg), func(t *testing.T) {
 				e, pwned := plantEnv(t, m.env)
-				if err := unix.Mount("tmpfs", e.workspace, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
-					t.Fatal(err)
-				}
-				defer unix.Unmount(e.workspace, unix.MNT_DETACH)
+				mountTmpfs(t, e.workspace, 1<<20)
 				newRepo(t, e.workspace)
 				script := fmt.Sprintf(`git config core.fsmonitor "touch %s/full-disk"; git config alias.st "!touch %s/full-disk-alias"; dd if=/dev/zero of=fill bs=64k 2>/dev/null; true`, pwned, pwned)
 				text, facts := plantCall(t, e, script, bg, 1)

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestKillCannotSignal: a bash_kill that cannot reach the task (run with
@@ -47,20 +45,14 @@ func TestKillCannotSignal(t *testing.T) {
 // stops a task and it is recorded as killed (the marker is a file the
 // supervisor made at its start, renamed).
 func TestKillNoInodes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
+	if !inNamespace(t, "--mount") {
+		return
 	}
 	e := newTestEnv(t, "grace_ms = 300\n")
 	small := filepath.Join(e.dir, "small")
-	os.Mkdir(small, 0o700)
-	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=4m,nr_inodes=80,mode=0700"); err != nil {
-		t.Fatal(err)
-	}
+	mountTmpfs(t, small, 4<<20, "nr_inodes=80")
+	t.Cleanup(e.stopTasks) // before the unmount
 	e.stateDir = filepath.Join(small, "state")
-	defer func() {
-		e.stopTasks() // before their state dir goes
-		unix.Unmount(small, unix.MNT_DETACH)
-	}()
 	id := e.start("echo started; sleep 300", "A")
 	waitFor(t, 10*time.Second, "output", func() bool { return fileSize(e.taskFull(id, "stdout")) > 0 })
 	fill := filepath.Join(small, "fill")

@@ -14,12 +14,13 @@ import (
 
 // mountTmpfs mounts a tmpfs of size bytes on dir (made if missing), for a
 // test running in its own mount namespace.
-func mountTmpfs(t *testing.T, dir string, size int) {
+func mountTmpfs(t *testing.T, dir string, size int, more ...string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+	opts := strings.Join(append([]string{fmt.Sprintf("size=%d,mode=0700", size)}, more...), ",")
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
@@ -97,6 +98,20 @@ func TestFullStateDisk(t *testing.T) {
 	}
 	if got := e.call(bashReq("echo still runs", "")).text(); got != "still runs\n" {
 		t.Errorf("a foreground call on the full state dir = %q", got)
+	}
+	// A session's first call, which cannot record its workspace there:
+	// unconfined it runs; confined (which needs the record) it is refused
+	// with a clear error.
+	if got := e.call(sessionCall("echo new session", "NEW", e.workspace, "")).text(); got != "new session\n" {
+		t.Errorf("a new session's unconfined call on the full state dir = %q", got)
+	}
+	if sandboxSupport(os.Getenv).ABI >= 1 {
+		e.config = filepath.Join(e.dir, "confined.toml")
+		os.WriteFile(e.config, []byte("[sandbox]\nmode = \"workspace-write\"\n"), 0o600)
+		r := e.call(sessionCall("echo confined", "NEW2", e.workspace, ""))
+		if !r.IsError || !strings.Contains(r.text(), "the state dir is full") {
+			t.Errorf("a new session's confined call on the full state dir = %q", r.text())
+		}
 	}
 }
 

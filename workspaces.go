@@ -67,6 +67,19 @@ func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
 	return nil
 }
 
+// diskFull says err is a full disk or quota.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// pinFailure words a pin that could not be written for a full disk.
+func pinFailure(err error) error {
+	if diskFull(err) {
+		return fmt.Errorf("the state dir is full, and this call needs the session's workspace recorded in it (an unconfined foreground call runs without): %w", err)
+	}
+	return err
+}
+
 // maxOtherWorkspaces bounds the other sessions' workspaces a call
 // protects: the most recently pinned.
 const maxOtherWorkspaces = 256
@@ -259,9 +272,6 @@ func (inv *invocation) resolveDirs(s *session, workdir string) (workspace, dir s
 	case s.CWD != "":
 		if workspace, err = canonicalDir(s.CWD); err != nil {
 			return "", "", toolErrorf("bad session cwd %q: %v", s.CWD, err)
-		}
-		if err := inv.pinWorkspace(s.ID, s.CWD, workspace); err != nil {
-			return "", "", err
 		}
 	case inv.cfg.Workspace != "":
 		if workspace, err = canonicalDir(inv.cfg.Workspace); err != nil {
