@@ -150,7 +150,8 @@ func (t *task) consume(settled bool) (*taskRead, error) {
 		return nil, err
 	}
 	defer unlock()
-	cursors := readCursors(t)
+	before := readCursors(t)
+	cursors := before
 	r := &taskRead{}
 	for i, name := range []string{"stdout", "stderr"} {
 		s := readTaskStream(filepath.Join(t.dir, name+".tail"), cursors[i], t.meta.MaxOutputBytes)
@@ -170,6 +171,9 @@ func (t *task) consume(settled bool) (*taskRead, error) {
 				r.FullPaths = append(r.FullPaths, full)
 			}
 		}
+	}
+	if cursors == before {
+		return r, nil // nothing to write: a read with nothing new writes nothing, not even on a full disk
 	}
 	return r, writeCursors(t, cursors)
 }
