@@ -80,12 +80,16 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
-	consumed := inv.consumeNotice(t) // a killed task carries no notice
+	// A killed task carries no notice; the kill that made the marker
+	// takes it (and gives it back if the task is not stopped after all).
+	consumed := (ours || !marked) && inv.consumeNotice(t)
 	if marked && !ours {
 		// Another bash_kill is stopping it: a second SIGTERM would cut
 		// the command's grace short. Wait for that one, and stop the task
 		// here only if it has not settled by then (its killer died).
-		if t.waitSettled(time.Duration(t.meta.GraceMs)*time.Millisecond+6*time.Second, inv.abort) == nil {
+		wait := time.Duration(t.meta.GraceMs)*time.Millisecond + 6*time.Second
+		deadline := time.Now().Add(wait)
+		if t.waitSettled(wait, inv.abort) == nil && !time.Now().Before(deadline) { // not aborted
 			err = t.stop()
 		}
 	} else {
