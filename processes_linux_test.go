@@ -92,3 +92,49 @@ func cpuCount(t *testing.T) int {
 	}
 	return set.Count()
 }
+
+// TestKernelObjects: a confined command gets no capabilities back from a
+// user namespace of its own (no unshare -U, no clone with CLONE_NEWUSER,
+// no clone3), takes no file lease (which stalls writers outside), and,
+// under a mount namespace, sees none of the host's System V IPC (a
+// private IPC namespace). Forks, subshells and child programs still run.
+func TestKernelObjects(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			shm, err := unix.SysvShmGet(0x62636c31, 4096, unix.IPC_CREAT|0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.SysvShmCtl(shm, unix.IPC_RMID, nil)
+			leased := e.workspace + "/leased"
+			if err := os.WriteFile(leased, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			script := fmt.Sprintf(`awk '$2 == %d { print "host-shm-seen" }' /proc/sysvipc/shm
+unshare -U true 2>/dev/null && echo made-userns
+unshare -r true 2>/dev/null && echo made-root-userns
+perl -e 'use Fcntl; open(my $f, "<", "%s") or die; print fcntl($f, %d, F_RDLCK) ? "leased\n" : "lease: $!\n"'
+(echo subshell)
+bash -c 'echo child'
+perl -e 'my $p = fork(); if ($p == 0) { exit 0 } waitpid($p, 0); print "perl-fork\n"'`, shm, leased, unix.F_SETLEASE)
+			text := e.call(bashReq(script, "")).text()
+			bad := []string{"made-userns", "made-root-userns", "leased\n"}
+			if m.name == "namespace" {
+				bad = append(bad, "host-shm-seen")
+			}
+			for _, b := range bad {
+				if strings.Contains(text, b) {
+					t.Errorf("%q in:\n%s", b, text)
+				}
+			}
+			for _, want := range []string{"lease: Operation not permitted\n", "subshell\n", "child\n", "perl-fork\n"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("missing %q in:\n%s", want, text)
+				}
+			}
+		})
+	}
+}

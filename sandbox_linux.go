@@ -238,9 +238,9 @@ func launcherSysProcAttr(ns nsKind, freeze bool) *syscall.SysProcAttr {
 	a := childSysProcAttr(freeze)
 	switch ns {
 	case nsMount:
-		a.Unshareflags = syscall.CLONE_NEWNS
+		a.Unshareflags = syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
 	case nsUser:
-		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
+		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 		a.GidMappingsEnableSetgroups = false

@@ -50,6 +50,12 @@ type seccompCheck struct {
 	pidArg    int
 	whichSelf uint32
 	whichArg  bool
+	// denyBits refuses the call when argument 0 has any of these bits
+	// (clone's and unshare's flags): no new user namespace.
+	denyBits uint32
+	// denyCmd refuses the call when argument 1 equals it (fcntl's
+	// F_SETLEASE).
+	denyCmd uint32
 }
 
 // selfChecks are the calls on another process that Landlock's scoping
@@ -66,6 +72,10 @@ func selfChecks() []seccompCheck {
 		{nr: unix.SYS_SCHED_SETATTR, selfOnly: true, pidArg: 0, errno: unix.EPERM},
 		{nr: unix.SYS_SETPRIORITY, selfOnly: true, pidArg: 1, whichArg: true, whichSelf: prioProcess, errno: unix.EPERM},
 		{nr: unix.SYS_IOPRIO_SET, selfOnly: true, pidArg: 1, whichArg: true, whichSelf: ioprioWhoProcess, errno: unix.EPERM},
+		{nr: unix.SYS_UNSHARE, denyBits: unix.CLONE_NEWUSER, errno: unix.EPERM},
+		{nr: unix.SYS_CLONE, denyBits: unix.CLONE_NEWUSER, errno: unix.EPERM},
+		{nr: unix.SYS_CLONE3, modeArg: -1, errno: unix.ENOSYS}, // flags in memory: callers fall back to clone
+		{nr: unix.SYS_FCNTL, denyCmd: unix.F_SETLEASE, errno: unix.EPERM},
 		{nr: unix.SYS_KEYCTL, modeArg: -1, errno: unix.EPERM},
 		{nr: unix.SYS_ADD_KEY, modeArg: -1, errno: unix.EPERM},
 		{nr: unix.SYS_REQUEST_KEY, modeArg: -1, errno: unix.EPERM},
@@ -138,6 +148,22 @@ func checkBody(c seccompCheck) []unix.SockFilter {
 			bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, unix.AF_UNIX, 0, 1),
 			retAllow,
 			retErrno(c.errno),
+		}
+	}
+	if c.denyCmd != 0 {
+		return []unix.SockFilter{
+			bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArgs+8),
+			bpfJump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, c.denyCmd, 0, 1),
+			retErrno(c.errno),
+			retAllow,
+		}
+	}
+	if c.denyBits != 0 {
+		return []unix.SockFilter{
+			bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArgs),
+			bpfJump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, c.denyBits, 0, 1),
+			retErrno(c.errno),
+			retAllow,
 		}
 	}
 	if c.selfOnly {
