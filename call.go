@@ -244,15 +244,8 @@ func (inv *invocation) bash(req *request, resp *response) error {
 	if err != nil {
 		return err
 	}
-	if req.Session.CWD != "" {
-		if err := inv.pinWorkspace(req.Session.ID, req.Session.CWD, p.workspace); err != nil {
-			// A full state dir cannot take a new session's pin. The pin
-			// guards what a confined command may write; an unconfined
-			// one runs without it, and the session's next call pins.
-			if !diskFull(err) || mode != modeFullAccess || a.Background {
-				return pinFailure(err)
-			}
-		}
+	if err := inv.pinSession(&req.Session, p.workspace, mode == modeFullAccess && !a.Background); err != nil {
+		return err
 	}
 	if err := inv.planRun(p, mode, &a, &req.Session); err != nil {
 		return err

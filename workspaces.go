@@ -67,6 +67,21 @@ func (inv *invocation) pinWorkspace(sessionID, given, canonical string) error {
 	return nil
 }
 
+// pinSession pins the workspace of a session that names a cwd. A full
+// state dir cannot take a new session's pin; the pin guards what a
+// confined command may write, so a call that may go without (unconfined,
+// in the foreground) runs, and the session's next call pins.
+func (inv *invocation) pinSession(s *session, workspace string, mayGoWithout bool) error {
+	if s.CWD == "" {
+		return nil
+	}
+	err := inv.pinWorkspace(s.ID, s.CWD, workspace)
+	if err != nil && !(mayGoWithout && diskFull(err)) {
+		return pinFailure(err)
+	}
+	return nil
+}
+
 // diskFull says err is a full disk or quota.
 func diskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
