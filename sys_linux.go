@@ -177,10 +177,12 @@ func signalProcess(pid int, start uint64, sig syscall.Signal) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if s, err := procStartTime(pid); errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) || err == nil && s != start {
-		return unix.ESRCH
-	} else if err != nil {
-		return err
+	s, err := procStartTime(pid)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ESRCH), err == nil && s != start:
+		return unix.ESRCH // gone, or its pid reused
+	case err != nil:
+		return err // /proc could not be read (no descriptor left, say)
 	}
 	return unix.PidfdSendSignal(fd, sig, nil, 0)
 }

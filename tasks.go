@@ -267,11 +267,6 @@ func touch(p string) error {
 	return f.Close()
 }
 
-// recordNotice gives back a pending notice that consumeNotice took.
-func (inv *invocation) recordNotice(t *task) {
-	inv.fileUnder(t, "pending")
-}
-
 // consumeNotice removes a pending notice; true for the one caller that
 // removed it, however many race.
 func (inv *invocation) consumeNotice(t *task) bool {

@@ -99,8 +99,8 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		if ours { // the task may yet complete: it was not killed
 			os.Rename(filepath.Join(t.dir, "kill"), filepath.Join(t.dir, "kill.reserve"))
 		}
-		if consumed {
-			inv.recordNotice(t)
+		if consumed { // give the notice back
+			inv.fileUnder(t, "pending")
 		}
 		why := "it did not stop"
 		if err != nil {

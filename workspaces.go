@@ -76,23 +76,18 @@ func (inv *invocation) pinSession(s *session, workspace string, mayGoWithout boo
 		return nil
 	}
 	err := inv.pinWorkspace(s.ID, s.CWD, workspace)
-	if err != nil && !(mayGoWithout && diskFull(err)) {
-		return pinFailure(err)
+	switch {
+	case err == nil || !diskFull(err):
+		return err
+	case mayGoWithout:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("the state dir is full, and this call needs the session's workspace recorded in it (an unconfined foreground call runs without): %w", err)
 }
 
 // diskFull says err is a full disk or quota.
 func diskFull(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
-}
-
-// pinFailure words a pin that could not be written for a full disk.
-func pinFailure(err error) error {
-	if diskFull(err) {
-		return fmt.Errorf("the state dir is full, and this call needs the session's workspace recorded in it (an unconfined foreground call runs without): %w", err)
-	}
-	return err
 }
 
 // maxOtherWorkspaces bounds the other sessions' workspaces a call
