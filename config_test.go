@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,7 +130,7 @@ func TestStateDirRefused(t *testing.T) {
 	os.Mkdir(shared, 0o777)
 	os.Chmod(shared, 0o777)
 	r = e.run(bashReq("true", ""), "-state-dir", filepath.Join(shared, "state"))
-	if r.code != 1 || !strings.Contains(r.stderr, "which others can write (mode 0777, no sticky bit)") || !strings.Contains(r.stderr, "hint: ") {
+	if r.code != 1 || !strings.Contains(r.stderr, "which other users can write (mode 0777, no sticky bit)") || !strings.Contains(r.stderr, "hint: ") {
 		t.Errorf("world-writable parent: exit %d, stderr %q", r.code, r.stderr)
 	}
 	os.Chmod(shared, 0o777|os.ModeSticky)
@@ -139,6 +140,61 @@ func TestStateDirRefused(t *testing.T) {
 	r = e.run(bashReq("true", ""))
 	if fi, err := os.Stat(e.stateDir); r.code != 0 || err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("new state dir: exit %d, mode %v, %v", r.code, fi.Mode(), err)
+	}
+}
+
+// TestStateDirNotOurs: a directory named as the state dir by mistake (one
+// holding what bashcall never makes there) is refused as it is, never
+// chmodded; and, as root, a state dir that another user could redirect
+// (a symbolic link of theirs, or a directory of theirs above it) is
+// refused before anything under it is touched.
+func TestStateDirNotOurs(t *testing.T) {
+	e := newTestEnv(t, "")
+	victim := filepath.Join(e.dir, "victim")
+	os.MkdirAll(filepath.Join(victim, "sub"), 0o755)
+	os.WriteFile(filepath.Join(victim, "file"), nil, 0o644)
+	os.WriteFile(filepath.Join(victim, "sub", "bin"), nil, 0o755)
+	modes := func() string {
+		var b strings.Builder
+		for _, p := range []string{"", "file", "sub", "sub/bin"} {
+			fi, err := os.Stat(filepath.Join(victim, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s %04o; ", p, fi.Mode().Perm())
+		}
+		return b.String()
+	}
+	before := modes()
+	r := e.run(bashReq("true", ""), "-state-dir", victim)
+	if after := modes(); r.code != 1 || !strings.Contains(r.stderr, "is group or other accessible (mode 0755)") || strings.Contains(r.stderr, "restored") || after != before {
+		t.Errorf("a directory of other things: exit %d, stderr %q, modes %s (were %s)", r.code, r.stderr, after, before)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	theirs := filepath.Join(e.dir, "theirs")
+	os.Mkdir(theirs, 0o755)
+	os.Chown(theirs, nobodyID, nobodyID)
+	link := filepath.Join(theirs, "state") // a link of ours, where they can replace it
+	os.Symlink(victim, link)
+	r = e.run(bashReq("true", ""), "-state-dir", link)
+	if after := modes(); r.code != 1 || !strings.Contains(r.stderr, `is inside "`+theirs+`", which is owned by uid 65534, who could replace it`) || after != before {
+		t.Errorf("through a directory of theirs: exit %d, stderr %q, modes %s (were %s)", r.code, r.stderr, after, before)
+	}
+	mine := filepath.Join(e.dir, "mine")
+	os.Mkdir(mine, 0o700)
+	link = filepath.Join(mine, "state")
+	os.Symlink(victim, link)
+	os.Lchown(link, nobodyID, nobodyID)
+	r = e.run(bashReq("true", ""), "-state-dir", link)
+	if after := modes(); r.code != 1 || !strings.Contains(r.stderr, `is reached through a symbolic link, "`+link+`", which is owned by uid 65534`) || after != before {
+		t.Errorf("through a link of theirs: exit %d, stderr %q, modes %s (were %s)", r.code, r.stderr, after, before)
+	}
+	inTheirs := filepath.Join(theirs, "real")
+	os.Mkdir(inTheirs, 0o700)
+	if r = e.run(bashReq("true", ""), "-state-dir", inTheirs); r.code != 1 || !strings.Contains(r.stderr, "who could replace it\nhint: use a state dir in a directory of your own") {
+		t.Errorf("inside a directory of theirs: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 

@@ -51,7 +51,7 @@ func TestDoctorChecks(t *testing.T) {
 			f.configErr = errors.New(`config "/etc/bashcall.toml": unknown key "shel"`)
 			f.shellErr = toolErrorf("the configured shell %q is not on PATH", "bash")
 			f.devNull = errors.New("not a character device")
-			f.stateErr = &hintError{errors.New(`state dir "/srv/s" is in "/srv", which others can write (mode 0777, no sticky bit)`), `use a state dir in a directory only you can write, or chmod +t "/srv"`}
+			f.stateErr = &hintError{errors.New(`state dir "/srv/s" is inside "/srv", which other users can write (mode 0777, no sticky bit), so they could replace it`), `use a state dir in a directory only you can write, or chmod go-w or +t "/srv"`}
 			f.writableErr = toolErrorf(`refusing to run under workspace-write: the writable path "/tmp" overlaps "/tmp/bashcall", which a sandboxed command must not be able to change; move bashcall's state dir, spool dir, config file and executable outside the workspace, /tmp and [sandbox] writable_roots`)
 		}, false, []string{"config", "shell", "/dev/null", "state dir", "writable set"}},
 	} {

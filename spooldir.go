@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // spoolSubdirs are the directories of the spool protocol.
@@ -26,7 +25,7 @@ func prepareSpool(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("spool dir %q: %w", dir, err)
 	}
-	abs, err := filepath.Abs(dir) // so that checkAncestors sees them all
+	abs, err := filepath.Abs(dir) // so that checkAncestry sees them all
 	if err != nil {
 		return "", fmt.Errorf("spool dir %q: %w", dir, err)
 	}
@@ -37,7 +36,7 @@ func prepareSpool(dir string) (string, error) {
 	if err := checkOwnDir(canon, "spool dir", spoolChoose); err != nil {
 		return "", err
 	}
-	if err := checkAncestors(canon); err != nil {
+	if err := checkAncestry(abs, canon, "spool dir", spoolChoose); err != nil {
 		return "", err
 	}
 	for _, sub := range spoolSubdirs {
@@ -61,28 +60,4 @@ func prepareSubdir(p string) error {
 			fmt.Sprintf("remove it, or use a spool dir of your own with %s", spoolChoose)}
 	}
 	return checkOwnDir(p, "spool dir", spoolChoose)
-}
-
-// checkAncestors refuses a spool dir that another user could rename away
-// and replace with one of theirs: each directory above it must belong to
-// this user or root, and be writable by nobody else unless it is sticky
-// (like /tmp, where only an entry's owner may rename it).
-func checkAncestors(dir string) error {
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("spool dir %q: %w", dir, err)
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-			return &hintError{fmt.Errorf("spool dir %q is inside %q, which is owned by uid %d, who could replace it", dir, p, st.Uid),
-				fmt.Sprintf("use a spool dir in a directory of your own with %s", spoolChoose)}
-		}
-		if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
-			return &hintError{fmt.Errorf("spool dir %q is inside %q, which other users can write (mode %04o), so they could replace it", dir, p, fi.Mode().Perm()),
-				fmt.Sprintf("chmod go-w %q, or use a spool dir elsewhere with %s", p, spoolChoose)}
-		}
-		if p == filepath.Dir(p) {
-			return nil
-		}
-	}
 }

@@ -50,7 +50,7 @@ func TestSpoolDirRefused(t *testing.T) {
 		{"owned by another user", true, func(s, _ string) error { return os.Chown(s, nobody, nobody) }, "spool", "is owned by uid 65534, not by this user"},
 		{"open to others", false, func(s, _ string) error { return os.Chmod(s, 0o777) }, "spool", "is group or other accessible (mode 0777)"},
 		{"group writable", false, func(s, _ string) error { return os.Chmod(s, 0o770) }, "spool", "is group or other accessible (mode 0770)"},
-		{"parent writable by others", false, func(_, p string) error { return os.Chmod(p, 0o777) }, "", "which other users can write (mode 0777)"},
+		{"parent writable by others", false, func(_, p string) error { return os.Chmod(p, 0o777) }, "", "which other users can write (mode 0777, no sticky bit)"},
 		{"parent of another user", true, func(_, p string) error { return os.Chown(p, nobody, nobody) }, "", "which is owned by uid 65534"},
 		{"open subdir", false, func(s, _ string) error { return os.Chmod(filepath.Join(s, "new"), 0o777) }, "spool/new", "is group or other accessible (mode 0777)"},
 		{"subdir of another user", true, func(s, _ string) error { return os.Chown(filepath.Join(s, "out"), nobody, nobody) }, "spool/out", "is owned by uid 65534"},

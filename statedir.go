@@ -40,6 +40,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -54,17 +56,22 @@ func (e *hintError) Error() string { return e.err.Error() }
 func (e *hintError) Unwrap() error { return e.err }
 
 // openStateDir creates dir (0700) if missing and refuses one that is not a
-// directory, not ours, or open to group or others. It returns the
-// canonical path.
+// directory, not ours, open to group or others, or in a place another
+// user could replace it (checkAncestry). It returns the canonical path.
 func openStateDir(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the state dir %q: %w", dir, err)
+		return "", &hintError{fmt.Errorf("creating the state dir %q: %w", dir, err),
+			"choose another with " + stateChoose}
 	}
-	canon, err := filepath.EvalSymlinks(dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", fmt.Errorf("state dir %q: %w", dir, err)
 	}
-	if err := checkParentDir(canon); err != nil {
+	canon, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	if err := checkAncestry(abs, canon, "state dir", stateChoose); err != nil {
 		return "", err
 	}
 	if err := checkPrivateDir(canon); err != nil {
@@ -73,18 +80,46 @@ func openStateDir(dir string) (string, error) {
 	return canon, nil
 }
 
-// checkParentDir refuses a state dir whose parent others could write
-// without the sticky bit: they could rename it away and put their own in
-// its place.
-func checkParentDir(dir string) error {
-	parent := filepath.Dir(dir)
-	fi, err := os.Stat(parent)
-	if err != nil {
-		return fmt.Errorf("state dir %q: %w", dir, err)
-	}
-	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return &hintError{fmt.Errorf("state dir %q is in %q, which others can write (mode %04o, no sticky bit)", dir, parent, fi.Mode().Perm()),
-			fmt.Sprintf("use a state dir in a directory only you can write, or chmod +t %q", parent)}
+// stateChoose is how the user names another state dir, for hints.
+const stateChoose = "-state-dir or $BASHCALL_STATE_DIR"
+
+// checkAncestry refuses a directory of bashcall's (the label says which)
+// that another user could rename away and replace with one of theirs, or
+// redirect: each directory above it, on the path as named and as
+// resolved, must belong to this user or root and be writable by nobody
+// else unless it is sticky (like /tmp, where only an entry's owner may
+// rename it), and each symbolic link on the way must belong to this user
+// or root.
+func checkAncestry(named, canon, label, choose string) error {
+	for _, dir := range []string{named, canon} {
+		for p := dir; ; p = filepath.Dir(p) {
+			fi, err := os.Lstat(p)
+			if err != nil {
+				return fmt.Errorf("%s %q: %w", label, dir, err)
+			}
+			link := fi.Mode()&fs.ModeSymlink != 0
+			if p == dir && !link {
+				continue // the directory itself: checkOwnDir's
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+				what := "inside"
+				if link {
+					what = "reached through a symbolic link,"
+				}
+				return &hintError{fmt.Errorf("%s %q is %s %q, which is owned by uid %d, who could replace it", label, dir, what, p, st.Uid),
+					fmt.Sprintf("use a %s in a directory of your own with %s", label, choose)}
+			}
+			if !link && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+				return &hintError{fmt.Errorf("%s %q is inside %q, which other users can write (mode %04o, no sticky bit), so they could replace it", label, dir, p, fi.Mode().Perm()),
+					fmt.Sprintf("use a %s in a directory only you can write, or chmod go-w or +t %q", label, p)}
+			}
+			if p == filepath.Dir(p) {
+				break
+			}
+		}
+		if named == canon {
+			break
+		}
 	}
 	return nil
 }
@@ -92,12 +127,34 @@ func checkParentDir(dir string) error {
 // checkPrivateDir refuses a state dir that another user could read or
 // change, naming the path and the fix. One of ours that was opened up or
 // closed (a command can chmod what it owns) is restored first, with a
-// word on stderr, and everything beneath it too.
+// word on stderr, and everything beneath it too; a directory holding
+// anything bashcall does not make there is not bashcall's to change (a
+// state dir named by mistake: /etc, a home), and is refused as it is.
 func checkPrivateDir(dir string) error {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 && onlyStateEntries(dir) {
 		repairTree(dir)
 	}
-	return checkOwnDir(dir, "state dir", "-state-dir or $BASHCALL_STATE_DIR")
+	return checkOwnDir(dir, "state dir", stateChoose)
+}
+
+// stateEntries are the names bashcall makes at the top of a state dir.
+var stateEntries = []string{"calls", "lock", "next-id", "sessions", "spill", "tasks",
+	"workspaces", "workspaces.lock", "written", "written.lock", "spools", "spools.lock"}
+
+// onlyStateEntries reports whether dir holds nothing but stateEntries
+// and the temporaries of writeFileAtomic.
+func onlyStateEntries(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !slices.Contains(stateEntries, name) && !(strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp")) {
+			return false
+		}
+	}
+	return true
 }
 
 // ownedByMe reports whether fi belongs to the user bashcall runs as.
