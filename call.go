@@ -24,6 +24,9 @@ type invocation struct {
 	// the config file and, when serving, the spool dir.
 	protected []string
 	spoolDir  string // canonical, when serving
+	// others are bashcall's other directories a confined call withholds
+	// and protects (ownDirs), read once a call is to be confined.
+	others []string
 	// abort delivers SIGINT and SIGTERM while a call is answered
 	// (signals.go).
 	abort chan os.Signal
@@ -328,6 +331,9 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 	in := sandboxInput{mode: mode, workspace: p.workspace, roots: inv.cfg.Sandbox.WritableRoots, extra: extra,
 		netOff: inv.cfg.Sandbox.Network == "off", netFiltered: sup.NetFilter}
 	if mode != modeFullAccess {
+		if inv.others, err = ownDirs(inv.getenv, inv.stateDir); err != nil {
+			return err
+		}
 		in.control, in.reads = inv.controlPaths(), inv.readGrant()
 	}
 	if p.sandbox, err = planSandboxWith(in, sup.ABI, sup.ABIErr); err != nil {

@@ -324,9 +324,22 @@ func stateDirPath(flagValue string, cfg *config, getenv func(string) string) (st
 			return filepath.Abs(p)
 		}
 	}
+	if def := defaultStateDir(getenv); def != "" {
+		return def, nil
+	}
+	return "", errors.New("no state dir: set -state-dir, $BASHCALL_STATE_DIR, state_dir or $HOME")
+}
+
+// defaultStateDir is the state dir of a host that names none,
+// $XDG_STATE_HOME/bashcall (~/.local/state/bashcall); "" without a home.
+func defaultStateDir(getenv func(string) string) string {
 	base := xdgBase(getenv, "XDG_STATE_HOME", filepath.Join(".local", "state"))
 	if base == "" {
-		return "", errors.New("no state dir: set -state-dir, $BASHCALL_STATE_DIR, state_dir or $HOME")
+		return ""
 	}
-	return filepath.Abs(filepath.Join(base, "bashcall"))
+	p, err := filepath.Abs(filepath.Join(base, "bashcall"))
+	if err != nil {
+		return ""
+	}
+	return p
 }

@@ -33,7 +33,7 @@ import (
 
 // controlPaths lists the paths no confined command may change.
 func (inv *invocation) controlPaths() []string {
-	out := append([]string(nil), inv.protected...)
+	out := append(append([]string(nil), inv.protected...), inv.others...)
 	if def := defaultConfigPath(inv.getenv); def != "" {
 		out = append(out, canonicalPrefix(def), canonicalPrefix(filepath.Dir(def)))
 	}
@@ -74,10 +74,19 @@ func (inv *invocation) checkShell(shell, workspace string, written []string) err
 }
 
 // readGrant is what confined commands may not read: [sandbox] deny_read,
-// the state dir and, when serving, the spool dir (other calls' requests
-// and responses), except the spill directory's files by exact path.
+// the state dir, bashcall's other directories (ownDirs: other state
+// dirs' tasks, spool dirs with other calls' requests and responses), and
+// the sessions' build caches, except the spill directory's files by
+// exact path (and the session's own cache, which a writable rule grants).
 func (inv *invocation) readGrant() readGrant {
-	return grantFor(denyReadOf(inv.cfg.Sandbox.DenyRead, inv.getenv), inv.home(), inv.stateDir, inv.spoolDir)
+	return callGrant(inv.cfg.Sandbox.DenyRead, inv.getenv, inv.stateDir, inv.others)
+}
+
+// callGrant is the read grant of a call under deny_read and the
+// environment getenv, in the state dir stateDir, with others (ownDirs).
+func callGrant(denyRead []string, getenv func(string) string, stateDir string, others []string) readGrant {
+	own := append([]string{spoolDirOf(getenv), cacheBase(getenv)}, others...)
+	return grantFor(denyReadOf(denyRead, getenv), homeDir(getenv), stateDir, own...)
 }
 
 // grantFor is the read grant of deny_read, home, the state dir and more
@@ -85,6 +94,48 @@ func (inv *invocation) readGrant() readGrant {
 func grantFor(denyRead []string, home, stateDir string, own ...string) readGrant {
 	return readGrant{Denied: deniedPaths(denyRead, home, append([]string{stateDir}, own...)...),
 		FilesOnly: []string{filepath.Join(stateDir, "spill")}}
+}
+
+// ownDirs are bashcall's directories, besides the call's own state dir
+// and spool dir, that no confined command may read or change: the
+// default state dir when the call uses another (the tasks of a host that
+// names none live there), and the spool dirs that serve listed in either
+// (listSpool) and that are still there, whoever's calls those are. A
+// list that cannot be read
+// refuses the call: it is all that keeps those directories from it.
+func ownDirs(getenv func(string) string, stateDir string) ([]string, error) {
+	lists := []string{stateDir}
+	var out []string
+	if def := defaultStateDir(getenv); def != "" {
+		if c := canonicalPrefix(def); c != stateDir {
+			out = append(out, c)
+			if exists(c) {
+				lists = append(lists, c)
+			}
+		}
+	}
+	for _, d := range lists {
+		data, err := readPrivate(spoolList(d))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("reading the list of spool dirs: %w", err)
+		}
+		for _, p := range decodePaths(data) {
+			if exists(p) { // one removed since holds nothing
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// cacheBase is the directory of every session's build cache
+// (sandboxCache), "" without a home.
+func cacheBase(getenv func(string) string) string {
+	base := xdgBase(getenv, "XDG_CACHE_HOME", ".cache")
+	if !filepath.IsAbs(base) {
+		return ""
+	}
+	return filepath.Join(base, "bashcall")
 }
 
 // spoolDirOf is the spool dir serve runs this process's call for, or "".
@@ -281,14 +332,18 @@ func (inv *invocation) sandboxCache(sessionID string) string {
 // sandboxCachePath is where a session's build cache goes,
 // $XDG_CACHE_HOME/bashcall/<hash> (or under ~/.cache); "" without a home.
 func (inv *invocation) sandboxCachePath(sessionID string) string {
-	base := xdgBase(inv.getenv, "XDG_CACHE_HOME", ".cache")
-	if !filepath.IsAbs(base) { // none, or a relative $HOME
+	base := cacheBase(inv.getenv)
+	if base == "" { // none, or a relative $HOME
 		return ""
 	}
-	key := "default"
-	if sessionID != "" {
-		sum := sha256.Sum256([]byte("bashcall-cache\x00" + sessionID))
-		key = hex.EncodeToString(sum[:8])
+	return filepath.Join(base, sessionCacheKey(sessionID))
+}
+
+// sessionCacheKey names a session's build cache.
+func sessionCacheKey(sessionID string) string {
+	if sessionID == "" {
+		return "default"
 	}
-	return filepath.Join(base, "bashcall", key)
+	sum := sha256.Sum256([]byte("bashcall-cache\x00" + sessionID))
+	return hex.EncodeToString(sum[:8])
 }

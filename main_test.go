@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(testBase, 0o711) // tests that run bashcall as another user
+	// The default state dir, where serve lists its spool dir too, is the
+	// run's own, never the user's.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(testBase, "xdg-state"))
 
 	code := m.Run()
 	os.RemoveAll(testBase)
@@ -220,7 +223,7 @@ func (e *testEnv) cmd(args ...string) *exec.Cmd {
 	c.Env = append(c.Env, e.extraEnv...)
 	if e.nobody {
 		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobodyID, Gid: nobodyID}}
-		c.Env = append(c.Env, "HOME="+e.dir, "XDG_CACHE_HOME="+filepath.Join(e.dir, "cache"))
+		c.Env = append(c.Env, "HOME="+e.dir, "XDG_CACHE_HOME="+filepath.Join(e.dir, "cache"), "XDG_STATE_HOME="+filepath.Join(e.dir, "xdg-state"))
 	}
 	return c
 }

@@ -78,6 +78,9 @@ func runServe(args, environ []string, stdout, stderr io.Writer) error {
 	if s.dir, err = prepareSpool(*dirFlag); err != nil {
 		return err
 	}
+	if err := inv.listSpool(s.dir); err != nil {
+		return err
+	}
 	// One child waits: a call that comes alone does not wait for a Go
 	// start; the calls of a burst start theirs as they come.
 	warm := 1

@@ -8,8 +8,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // spoolSubdirs are the directories of the spool protocol.
@@ -33,6 +35,7 @@ func prepareSpool(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("spool dir %q: %w", dir, err)
 	}
+	closeUp(canon)
 	if err := checkOwnDir(canon, "spool dir", spoolChoose); err != nil {
 		return "", err
 	}
@@ -59,5 +62,81 @@ func prepareSubdir(p string) error {
 		return &hintError{fmt.Errorf("spool dir %q is a symbolic link", p),
 			fmt.Sprintf("remove it, or use a spool dir of your own with %s", spoolChoose)}
 	}
+	closeUp(p)
 	return checkOwnDir(p, "spool dir", spoolChoose)
+}
+
+// closeUp makes a spool directory of ours that others may read but not
+// write (a plain mkdir's 0755) private, saying so on stderr: a client's
+// call in cur/ holds its session id, which is its owner token. One that
+// others may write is left to checkOwnDir to refuse.
+func closeUp(p string) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.IsDir() || !ownedByMe(fi) || fi.Mode().Perm()&0o022 != 0 || fi.Mode().Perm() == 0o700 {
+		return
+	}
+	if os.Chmod(p, 0o700) == nil {
+		warnf("bashcall serve: made %q private (mode 0700; it was %04o)", p, fi.Mode().Perm())
+	}
+}
+
+// spoolList is a state dir's list of the spool dirs serve answered calls
+// in, a JSON string a line: every bashcall process on that state dir
+// withholds them from its confined commands and refuses to make them
+// writable, whichever process's calls they are (ownDirs).
+func spoolList(stateDir string) string { return filepath.Join(stateDir, "spools") }
+
+// listSpool refuses a spool dir that a confined call of this
+// configuration would make writable, then records it in the spool lists
+// of the state dir in use and of the default state dir (where the calls
+// of a host on a state dir of its own look too).
+func (inv *invocation) listSpool(spool string) error {
+	if inv.sandboxes() {
+		written, err := inv.writtenPaths()
+		if err != nil {
+			return err
+		}
+		writable := append([]string{canonicalOr("/tmp")}, written...)
+		for _, r := range inv.cfg.Sandbox.WritableRoots {
+			writable = append(writable, canonicalOr(r))
+		}
+		for _, w := range append(writable, inv.listedWorkspaces()...) {
+			if within(spool, w) || within(w, spool) {
+				return &hintError{fmt.Errorf("spool dir %q overlaps %q, which confined calls can write", spool, w),
+					fmt.Sprintf("use a spool dir outside /tmp, the workspaces and [sandbox] writable_roots with %s", spoolChoose)}
+			}
+		}
+	}
+	dirs := []string{inv.stateDir}
+	if def := defaultStateDir(inv.getenv); def != "" && canonicalPrefix(def) != inv.stateDir {
+		if d, err := openStateDir(def); err == nil {
+			dirs = append(dirs, d)
+		} else {
+			warnf("bashcall serve: cannot list the spool dir in the default state dir (%v); calls on other state dirs do not withhold it", err)
+		}
+	}
+	for _, d := range dirs {
+		if err := addPath(spoolList(d), spool); err != nil {
+			return fmt.Errorf("listing the spool dir in %q: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// addPath adds p to the list at list unless it is there, under the
+// list's lock.
+func addPath(list, p string) error {
+	unlock, err := lockFile(list + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	data, err := readPrivate(list)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if slices.Contains(decodePaths(data), p) {
+		return nil
+	}
+	return appendPaths(list, []string{p})
 }

@@ -117,7 +117,9 @@ func assertNotRun(t *testing.T, e *testEnv, spool string) {
 }
 
 // TestSpoolDirAccepted: a private spool dir in a sticky directory that
-// everyone can write (like /tmp) is served.
+// everyone can write (like /tmp) is served; so is one that others may
+// read but not write (a plain mkdir's), made private first with a word
+// on stderr, as the calls in cur/ hold their session ids.
 func TestSpoolDirAccepted(t *testing.T) {
 	e := newSandboxingEnv(t, "") // dangerousCall escalates out of it
 	parent := filepath.Join(e.dir, "parent")
@@ -126,11 +128,19 @@ func TestSpoolDirAccepted(t *testing.T) {
 	if err := os.Chmod(parent, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.run("", "serve", "-spool", spool, "-once"); r.code != 0 {
+	os.Chmod(spool, 0o755)
+	os.Chmod(filepath.Join(spool, "new"), 0o750)
+	r := e.run("", "serve", "-spool", spool, "-once")
+	if r.code != 0 {
 		t.Fatalf("serve exit %d: %s", r.code, r.stderr)
 	}
 	if r := awaitResponse(t, spool, "evil.json"); r.IsError {
 		t.Errorf("response = %q", r.text())
+	}
+	for p, was := range map[string]string{spool: "0755", filepath.Join(spool, "new"): "0750"} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o700 || !strings.Contains(r.stderr, `bashcall serve: made "`+p+`" private (mode 0700; it was `+was+`)`) {
+			t.Errorf("%s: mode %v (%v), stderr %q", p, fi.Mode(), err, r.stderr)
+		}
 	}
 }
 

@@ -29,6 +29,9 @@ package main
 //	written, written.lock         every directory a confined call made
 //	                              writable, a JSON string a line, and the
 //	                              lock taken to add to it (workspaces.go)
+//	spools, spools.lock           every spool dir a serve answered in, on
+//	                              this state dir or, when this is the
+//	                              default state dir, on any (spooldir.go)
 //
 // Every directory is 0700 and every file 0600.
 

@@ -259,7 +259,10 @@ func warmUp(getenv func(string) string, configFile, stateFlag string) {
 		if dir, err := stateDirPath(stateFlag, &cfg, getenv); err == nil {
 			prepareCall(dir)
 			if native && cfg.Sandbox.Mode != modeFullAccess {
-				prepareReadRules(grantFor(denyReadOf(cfg.Sandbox.DenyRead, getenv), homeDir(getenv), canonicalPrefix(dir), spoolDirOf(getenv)), cfg.Sandbox.Network == "off")
+				state := canonicalPrefix(dir)
+				if others, err := ownDirs(getenv, state); err == nil {
+					prepareReadRules(callGrant(cfg.Sandbox.DenyRead, getenv, state, others), cfg.Sandbox.Network == "off")
+				}
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -474,6 +475,67 @@ func TestSpoolWithheld(t *testing.T) {
 	got := awaitResponse(t, dir, "b.json").text()
 	if strings.Contains(got, "SECRET-OUTPUT-A") || !strings.Contains(got, "cannot open directory") || !strings.Contains(got, "done") {
 		t.Errorf("b = %q", got)
+	}
+}
+
+// TestOwnDirsWithheld: bashcall's directories are out of every confined
+// call's reach, not only of the process they belong to: a spool dir serve
+// listed, from a stdin call on the same state dir and from one on
+// another; the default state dir's tasks, from a call on another state
+// dir; another session's build cache, by exact path too. A workspace
+// that contains a listed spool dir is refused, and so is a spool dir in
+// /tmp.
+func TestOwnDirsWithheld(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	e.extraEnv = []string{"XDG_STATE_HOME=" + filepath.Join(e.dir, "xdg"), "XDG_CACHE_HOME=" + filepath.Join(e.dir, "cache")}
+	spool := e.spoolDir()
+	drop(t, spool, "a.json", `{"name":"bash","arguments":{"command":"echo SECRET-SPOOL","description":"d"}}`)
+	if r := e.run("", "serve", "-spool", spool, "-once"); r.code != 0 {
+		t.Fatalf("serve: exit %d: %s", r.code, r.stderr)
+	}
+	if got := awaitResponse(t, spool, "a.json").text(); got != "SECRET-SPOOL\n" {
+		t.Fatalf("a = %q", got)
+	}
+	def := filepath.Join(e.dir, "xdg", "bashcall")
+	if r := e.run(startReq("echo SECRET-TASK", "D"), "-state-dir", def); r.code != 0 {
+		t.Fatalf("task: exit %d: %s", r.code, r.stderr)
+	}
+	if r := e.run(outputReq("bash-1", "D", `"wait":true`), "-state-dir", def); !strings.Contains(r.stdout, "SECRET-TASK") {
+		t.Fatalf("task output: %s %s", r.stdout, r.stderr)
+	}
+	if text := e.call(sessionReq("bash", `{"command":"echo SECRET-CACHE > $XDG_CACHE_HOME/b; echo $XDG_CACHE_HOME","description":"d"}`, "B")).text(); !strings.HasPrefix(text, e.dir) {
+		t.Fatalf("B's cache: %q", text)
+	}
+	peek := "cat " + filepath.Join(spool, "out", "a.json") + " " + filepath.Join(def, "tasks", "bash-1", "stdout.tail") + " " +
+		filepath.Join(e.dir, "cache", "bashcall", "*", "b") + " " + filepath.Join(e.dir, "cache", "bashcall", "$(ls "+filepath.Join(e.dir, "cache", "bashcall")+")", "b") +
+		" " + filepath.Join(e.dir, "cache", "bashcall", sessionCacheKey("B"), "b") + "; echo own > $XDG_CACHE_HOME/a && cat $XDG_CACHE_HOME/a"
+	other := filepath.Join(e.dir, "other-state")
+	for _, args := range [][]string{nil, {"-state-dir", other}} {
+		r := e.run(sessionReq("bash", `{"command":`+jsonString(peek)+`,"description":"d"}`, "A"), args...)
+		if text := decodeResponse(t, r.stdout).text(); strings.Contains(text, "SECRET") || !strings.Contains(text, "own\n") {
+			t.Errorf("state dir %v: %q", args, text)
+		}
+	}
+	inside := filepath.Join(e.dir, "outer")
+	spool2 := filepath.Join(inside, "spool")
+	os.MkdirAll(spool2, 0o700)
+	if r := e.run("", "serve", "-spool", spool2, "-once"); r.code != 0 {
+		t.Fatalf("serve: exit %d: %s", r.code, r.stderr)
+	}
+	r := e.run(`{"name":"bash","arguments":{"command":"echo ran","description":"d"},"session":{"id":"W","cwd":` + jsonString(inside) + `}}`)
+	if text := decodeResponse(t, r.stdout).text(); !strings.Contains(text, "overlaps "+strconv.Quote(spool2)) {
+		t.Errorf("a workspace containing a spool dir: %q", text)
+	}
+	tmpSpool, err := os.MkdirTemp("/tmp", "bashcall-spool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmpSpool)
+	if r := e.run("", "serve", "-spool", tmpSpool, "-once"); r.code != 1 || !strings.Contains(r.stderr, "overlaps \"/tmp\", which confined calls can write") {
+		t.Errorf("a spool dir in /tmp: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
+		t.Errorf("after the refused spool dir: %q", text)
 	}
 }
 
