@@ -6,9 +6,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Argument readers. Each returns ok=false when the value has the wrong type.
@@ -93,7 +95,7 @@ func parseBashArgs(args map[string]json.RawMessage) (bashArgs, error) {
 		return a, errExpected("sandbox_permissions", `"workspace-write" or "danger-full-access"`, args["sandbox_permissions"])
 	}
 	var hasJustification bool
-	if a.Justification, hasJustification, ok = argString(args, "justification"); !ok || (hasJustification && strings.TrimSpace(a.Justification) == "") {
+	if a.Justification, hasJustification, ok = argString(args, "justification"); !ok || (hasJustification && !isSentence(a.Justification)) {
 		return a, errInvalidJustification()
 	}
 	_, set, _ = argString(args, "sandbox_permissions")
@@ -135,4 +137,39 @@ func parseTaskArgs(args map[string]json.RawMessage, withWait bool) (taskArgs, er
 		return a, errExpected("timeout_ms", "a positive number", args["timeout_ms"])
 	}
 	return a, nil
+}
+
+// isSentence reports whether a justification is one line of text a
+// person can read as it is: not blank, and without control characters
+// (line breaks, carriage returns, escape sequences) or Unicode format
+// characters (bidirectional overrides, zero-width ones), with which a
+// justification could draw a fake "Command:" line in the approval prompt
+// or hide the real one.
+func isSentence(s string) bool {
+	return strings.TrimSpace(s) != "" && !strings.ContainsFunc(s, hiddenRune)
+}
+
+// hiddenRune reports a rune that does not show as itself: a control
+// character, a Unicode format character or a line or paragraph
+// separator.
+func hiddenRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
+}
+
+// displayCommand is a command as an approval prompt shows it: line breaks
+// and tabs as they are, every other rune that does not show as itself
+// escaped (\x1b, \r, \u202e), so that what the person reads is what runs.
+func displayCommand(cmd string) string {
+	var b strings.Builder
+	for _, r := range cmd {
+		switch {
+		case r == '\n' || r == '\t' || !hiddenRune(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // approvalSchema is the form an elicitation asks the person to fill: one
@@ -31,7 +32,7 @@ func (c *mcpCall) elicit(ar *approvalRequired) string {
 		Method  string          `json:"method"`
 		Params  any             `json:"params"`
 	}{"2.0", id, "elicitation/create", map[string]any{
-		"message":         ar.Reason + "\n\nCommand: " + ar.Command,
+		"message":         approvalMessage(ar),
 		"requestedSchema": json.RawMessage(approvalSchema),
 	}})
 	select {
@@ -69,4 +70,16 @@ func approvalAnswer(m *rpcMessage) string {
 		return approvalRejected
 	}
 	return approvalCancelled
+}
+
+// approvalMessage is what the person is asked: the reason (one line: a
+// justification holds no line break), then the command, last, with its
+// count of lines and every rune that would not show as itself escaped.
+func approvalMessage(ar *approvalRequired) string {
+	lines := strings.Count(ar.Command, "\n") + 1
+	unit := "lines"
+	if lines == 1 {
+		unit = "line"
+	}
+	return fmt.Sprintf("%s\n\nCommand (%d %s):\n%s", ar.Reason, lines, unit, displayCommand(ar.Command))
 }

