@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 )
 
@@ -35,6 +34,8 @@ type invocation struct {
 	// reaper ties the tasks of one owner to the life of a process (the
 	// hidden -reaper flag of bashcall mcp's children).
 	reaper *reaperTie
+	// textOnly: the response is printed as its text alone (-text).
+	textOnly bool
 }
 
 // runCall answers the call on stdin.
@@ -100,6 +101,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		return err
 	}
 	inv.abort = sigs.arm()
+	inv.textOnly = *textFlag
 	err = writeResponse(stdout, inv.handle(req), *textFlag)
 	releaseStdout(stdout)
 	return err
@@ -145,11 +147,7 @@ func answerFailure(data []byte, rerr error, stdout io.Writer, textOnly bool, err
 func writeResponse(w io.Writer, r *response, textOnly bool) error {
 	defer r.written()
 	if textOnly {
-		text := r.text()
-		if !strings.HasSuffix(text, "\n") {
-			text += "\n" // a terminal's prompt starts on a line of its own
-		}
-		_, err := io.WriteString(w, text)
+		_, err := io.WriteString(w, r.text()) // exactly the model's text: no newline added
 		return err
 	}
 	return encodeResponse(w, r)
@@ -172,7 +170,7 @@ func (inv *invocation) handle(req *request) *response {
 	if req.ArgsErr == nil {
 		resp.Present.Call = callCard(req.Name, req.Args)
 	}
-	if req.Session.ID != "" {
+	if req.Session.ID != "" && !inv.textOnly { // -text prints no notices: they stay pending
 		resp.Notices = inv.takeNotices(ownerKey(req.Session.ID))
 	}
 	return resp

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // bare runs bashcall with exactly args (no -config or -state-dir).
@@ -143,17 +144,30 @@ func TestUsageLists(t *testing.T) {
 	}
 }
 
-// TestTextEndsWithNewline: -text prints the model-facing text and ends
-// it with a newline, whether or not the text had one.
-func TestTextEndsWithNewline(t *testing.T) {
+// TestTextExact: -text prints the model-facing text byte for byte (the
+// contract: "only the model-facing text"), adds no newline, and leaves a
+// pending completion notice for the next response, which prints it.
+func TestTextExact(t *testing.T) {
 	e := newTestEnv(t, "")
 	for _, tt := range []struct{ command, want string }{
-		{"printf hi", "hi\n"},
+		{"printf hi", "hi"},
 		{"echo hi", "hi\n"},
-		{"exit 3", "(no output)\n[exit code: 3]\n"},
+		{"exit 3", "(no output)\n[exit code: 3]"},
 	} {
 		if r := e.run(bashReq(tt.command, ""), "-text"); r.code != 0 || r.stdout != tt.want {
 			t.Errorf("-text of %q: exit %d, %q, want %q", tt.command, r.code, r.stdout, tt.want)
 		}
+	}
+	if r := e.run(`{"name":"nope","arguments":{}}`, "-text"); r.stdout != `Error: unknown tool "nope"` {
+		t.Errorf("-text of an error: %q", r.stdout)
+	}
+	e.call(startReq("exit 4", "N"))
+	pending := filepath.Join(sessionDir(e.stateDir, ownerKey("N")), "pending", "bash-1")
+	waitFor(t, 10*time.Second, "bash-1's notice", func() bool { _, err := os.Stat(pending); return err == nil })
+	if r := e.run(sessionReq("bash", `{"command":"echo x","description":"d"}`, "N"), "-text"); r.stdout != "x\n" {
+		t.Errorf("-text with a notice pending: %q", r.stdout)
+	}
+	if w := e.call(sessionReq("bash", `{"command":"echo y","description":"d"}`, "N")); len(w.Notices) != 1 || !strings.Contains(w.Notices[0], "bash-1") {
+		t.Errorf("the next response's notices: %q", w.Notices)
 	}
 }
