@@ -40,7 +40,6 @@ type mcpServer struct {
 	pool    *warmPool // bashcall processes started ahead of their calls
 	session session   // the connection's own session
 	tools   json.RawMessage
-	names   []string // the listed tool names
 
 	outMu sync.Mutex
 	out   io.Writer
@@ -81,9 +80,6 @@ func runMCP(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) e
 	s := &mcpServer{inv: inv, stderr: stderr, out: stdout, tools: listed.Bytes(),
 		session: session{ID: "mcp-" + hex.EncodeToString(id[:]), CWD: ws},
 		calls:   map[string]*mcpCall{}, asked: map[string]chan *rpcMessage{}, stashed: map[string][]string{}}
-	for _, d := range tools(&inv.cfg) {
-		s.names = append(s.names, d.name)
-	}
 	s.reaper = newReaperTie(ownerKey(s.session.ID))
 	s.pool = newWarmPool(1, func(warm bool) (*warmChild, error) {
 		args := s.childArgs()

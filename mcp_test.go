@@ -312,9 +312,16 @@ func TestMCPToolsList(t *testing.T) {
 			if n := len(got.(map[string]any)["tools"].([]any)); n != 1 {
 				t.Errorf("background disabled: %d tools listed, want 1", n)
 			}
+			// An unlisted tool answers as on stdin (the contract's "the
+			// same content/structuredContent/isError as a stdin call").
 			r, _ := c.request(2, "tools/call", `{"name":"bash_list","arguments":{}}`)
-			if r.Error == nil || r.Error.Code != rpcInvalidParams {
-				t.Errorf("calling an unlisted tool: %s", r.raw)
+			var res struct {
+				Content           []textContent   `json:"content"`
+				StructuredContent json.RawMessage `json:"structuredContent"`
+			}
+			stdin := decodeResponse(t, e.run(`{"name":"bash_list","arguments":{}}`).stdout)
+			if err := json.Unmarshal(r.Result, &res); err != nil || !cmp.Equal(res.Content, stdin.Content) || string(res.StructuredContent) != string(stdin.StructuredContent) {
+				t.Errorf("calling an unlisted tool: %s, want the answer on stdin %+v", r.raw, stdin)
 			}
 		}
 		c.close()
@@ -470,7 +477,6 @@ func TestMCPProtocolErrors(t *testing.T) {
 		`{"jsonrpc":"2.0","id":4}`,
 		`{"jsonrpc":"2.0","id":5,"method":7}`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":[1]}`,
-		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"nope","arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"arguments":{}}}`,
 		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"bash","arguments":"{}"}}`,
 		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"bash","arguments":{},"_meta":{"session":{"id":""}}}}`,
@@ -503,6 +509,16 @@ func TestMCPProtocolErrors(t *testing.T) {
 	r, _ := c.request(17, "ping", "")
 	transcript.WriteString(r.raw + "\n")
 	golden(t, "transcript", transcript.String())
+	// An unknown tool is no protocol error: its result is a stdin call's.
+	r, _ = c.request(18, "tools/call", `{"name":"nope","arguments":{}}`)
+	stdin := decodeResponse(t, e.run(`{"name":"nope","arguments":{}}`).stdout)
+	var res struct {
+		Content []textContent `json:"content"`
+		IsError bool          `json:"isError"`
+	}
+	if err := json.Unmarshal(r.Result, &res); err != nil || !res.IsError || !cmp.Equal(res.Content, stdin.Content) || stdin.text() != `Error: unknown tool "nope"` {
+		t.Errorf("an unknown tool: %s, want the content of %+v", r.raw, stdin)
+	}
 	if rest := c.close(); len(rest) != 0 {
 		t.Errorf("more messages: %+v", rest)
 	}

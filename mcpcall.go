@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -85,9 +84,9 @@ func (s *mcpServer) startCall(m *rpcMessage) *rpcError {
 	if jsonKind(p.Name) != "string" || json.Unmarshal(p.Name, &name) != nil {
 		return rpcErrorf(rpcInvalidParams, "invalid params: name must be a string, got %s", jsonForError(p.Name))
 	}
-	if !slices.Contains(s.names, name) {
-		return rpcErrorf(rpcInvalidParams, "invalid params: unknown tool %q", clip(name, 100))
-	}
+	// A tool that is not one of the four is answered as a stdin call is,
+	// with a tool result: Error: unknown tool "<name>" (PROTOCOL.md
+	// sections 2 and 10).
 	args := orEmpty(p.Arguments)
 	if jsonKind(args) != "object" {
 		return rpcErrorf(rpcInvalidParams, "invalid params: arguments must be an object, got %s", jsonForError(args))
