@@ -301,7 +301,7 @@ func (f *sandboxFacts) classify(exitCode *int, stderrTail string) {
 	lower := strings.ToLower(stderrTail)
 	for _, s := range networkSignatures {
 		if strings.Contains(lower, s) {
-			f.Denied, f.NetworkDenied = false, true
+			f.NetworkDenied = true // denied stays what the contract says: the signature
 			return
 		}
 	}

@@ -195,6 +195,34 @@ func TestClassifyDenied(t *testing.T) {
 	}
 }
 
+// TestClassifyNetwork: with the network off, a failure that speaks of
+// sockets is a network denial, whose marker replaces the file one; denied
+// is still the contract's: a file-permission signature in stderr.
+func TestClassifyNetwork(t *testing.T) {
+	one := 1
+	for _, tt := range []struct {
+		stderr                string
+		denied, networkDenied bool
+	}{
+		{"bash: socket: Permission denied", true, true},
+		{"curl: (7) Failed to connect", false, true},
+		{"touch: x: Read-only file system", true, false},
+	} {
+		f := sandboxFacts{Mode: modeWorkspaceWrite, Network: "off"}
+		f.classify(&one, tt.stderr)
+		if f.Denied != tt.denied || f.NetworkDenied != tt.networkDenied {
+			t.Errorf("%q: denied %v, networkDenied %v; want %v, %v", tt.stderr, f.Denied, f.NetworkDenied, tt.denied, tt.networkDenied)
+		}
+		want := markerDenied(modeWorkspaceWrite)
+		if tt.networkDenied {
+			want = markerNetworkDenied(modeWorkspaceWrite)
+		}
+		if got := sandboxMarkers(&f, false); len(got) != 1 || got[0] != want {
+			t.Errorf("%q: markers %q, want %q", tt.stderr, got, want)
+		}
+	}
+}
+
 // TestSchema: the escalation fields, the escalation paragraph and the
 // task tools appear exactly when they apply, in both formats.
 func TestSchema(t *testing.T) {
