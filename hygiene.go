@@ -28,6 +28,15 @@ type jsonFrame struct {
 	index   int                 // the array element being read
 }
 
+// duplicateKeyError is a duplicate key; top says it is one of the
+// request's own keys (not of an object inside it).
+type duplicateKeyError struct {
+	msg string
+	top bool
+}
+
+func (e *duplicateKeyError) Error() string { return e.msg }
+
 // duplicateKey walks one valid JSON document once, token by token, and
 // reports the first key that appears twice in one object. where names the
 // document in the message ("" for the request itself, "arguments" for an
@@ -49,7 +58,7 @@ func duplicateKey(data []byte, where string) error {
 			if key, ok := tok.(string); ok {
 				f := &stack[n-1]
 				if _, dup := f.keys[key]; dup {
-					return fmt.Errorf("duplicate key %q%s", clip(key, 100), jsonPath(where, stack[:n-1]))
+					return &duplicateKeyError{fmt.Sprintf("duplicate key %q%s", clip(key, 100), jsonPath(where, stack[:n-1])), n == 1 && where == ""}
 				}
 				if f.keys == nil {
 					f.keys = make(map[string]struct{})

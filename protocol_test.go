@@ -140,7 +140,8 @@ func TestInvalidRequests(t *testing.T) {
 
 // TestInvalidRequestID: an invalid request's response echoes the id only
 // when the id was read cleanly from a request that is valid UTF-8 JSON
-// without a duplicate key; an id that is itself bad is never echoed, so
+// without a duplicate key among its own keys (one inside an object leaves
+// them clean); an id that is itself bad is never echoed, so
 // the response stays valid JSON whatever the request held.
 func TestInvalidRequestID(t *testing.T) {
 	e := newTestEnv(t, "")
@@ -148,6 +149,10 @@ func TestInvalidRequestID(t *testing.T) {
 		{"bad approval", `{"id":"k","name":"bash","approval":1}`, `"k"`},
 		{"duplicate in an arguments string", `{"id":"k","name":"bash","arguments":"{\"a\":1,\"a\":2}"}`, `"k"`},
 		{"call_id of a function_call", `{"type":"function_call","id":"fc","call_id":"c","name":"bash","approval":1}`, `"c"`},
+		{"duplicate in arguments", `{"id":"k","name":"bash","arguments":{"command":"a","command":"b"}}`, `"k"`},
+		{"duplicate in session", `{"id":"k","name":"bash","session":{"id":"A","id":"B"}}`, `"k"`},
+		{"duplicate in function", `{"type":"function","id":"k","function":{"name":"bash","name":"x"}}`, `"k"`},
+		{"NUL in the id, duplicate inside", `{"id":"k\u0000","name":"bash","arguments":{"a":1,"a":2}}`, ""},
 		{"duplicate id", `{"id":"k","id":"j","name":"bash"}`, ""},
 		{"duplicate elsewhere", `{"id":"k","name":"bash","approval":"rejected","approval":"allowed-once"}`, ""},
 		{"invalid UTF-8 in the id", "{\"id\":\"k\xff\",\"name\":\"bash\"}", ""},

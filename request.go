@@ -85,7 +85,8 @@ func parseRequest(data []byte) (*request, error) {
 
 // decodeRequest reads the top-level object of a request that is one JSON
 // object, valid UTF-8 throughout, without a duplicate key at any depth.
-// None of these failures echoes an id: nothing of such a request is read.
+// None of these failures echoes an id, but for a duplicate key inside an
+// object of the request: nothing else of such a request is read.
 func decodeRequest(data []byte) (map[string]json.RawMessage, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &invalidRequest{why: "the request is empty; expected a JSON object"}
@@ -101,7 +102,17 @@ func decodeRequest(data []byte) (map[string]json.RawMessage, error) {
 		return nil, &invalidRequest{why: fmt.Sprintf("the request is not valid UTF-8 (byte offset %d)", at)}
 	}
 	if err := duplicateKey(data, ""); err != nil {
-		return nil, &invalidRequest{why: err.Error()}
+		// One inside an object leaves the request's own keys, the id
+		// among them, read cleanly: the id is echoed.
+		var id json.RawMessage
+		if dup, ok := err.(*duplicateKeyError); ok && !dup.top {
+			if sh, serr := shapeOf(top); serr == nil {
+				if rid, rerr := responseID(top, sh); rerr == nil {
+					id = rid
+				}
+			}
+		}
+		return nil, &invalidRequest{why: err.Error(), id: id}
 	}
 	return top, nil
 }
