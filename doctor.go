@@ -83,15 +83,21 @@ func runDoctor(args, environ []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// renderDoctor is doctor's output: the checks, then the verdict.
+// renderDoctor is doctor's output: the checks, then the verdict, a
+// check line of its own.
 func renderDoctor(checks []check) string {
 	var b strings.Builder
-	verdict := "a call in the default mode can run here"
+	verdict := check{name: "default call", status: statusOK, detail: "a call in the default mode can run here"}
+	var missing []string
 	for _, ch := range checks {
 		fmt.Fprintln(&b, ch)
 		if ch.required && ch.status == statusMissing {
-			verdict = "a call in the default mode cannot run here"
+			missing = append(missing, ch.name)
 		}
+	}
+	if missing != nil {
+		verdict.status, verdict.detail = statusMissing, "a call in the default mode cannot run here"
+		verdict.fix = "see above: " + strings.Join(missing, ", ")
 	}
 	fmt.Fprintln(&b, verdict)
 	return b.String()
@@ -251,14 +257,14 @@ func landlockChecks(f *hostFacts, confined bool) []check {
 		if s.ABIErr != nil {
 			why = s.ABIErr.Error()
 		}
-		moot := "no confined call runs without Landlock"
+		moot, fix := "no confined call runs without Landlock", "enable Landlock (the landlock line)"
 		return []check{
 			{name: "landlock", status: statusMissing, detail: why, required: confined,
 				fix: "use a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y, landlock in lsm=), or make the default mode danger-full-access knowing commands then run unconfined"},
-			{name: "writes", status: statusMissing, detail: moot},
-			{name: "reads", status: statusMissing, detail: moot},
-			{name: "network", status: statusMissing, detail: moot},
-			{name: "scoping", status: statusMissing, detail: moot},
+			{name: "writes", status: statusMissing, detail: moot, fix: fix},
+			{name: "reads", status: statusMissing, detail: moot, fix: fix},
+			{name: "network", status: statusMissing, detail: moot, fix: fix},
+			{name: "scoping", status: statusMissing, detail: moot, fix: fix},
 		}
 	}
 	lines := s.report()
@@ -287,7 +293,7 @@ func landlockChecks(f *hostFacts, confined bool) []check {
 // readsCheck: what a confined command cannot read.
 func readsCheck(f *hostFacts) check {
 	return check{name: "reads", status: statusOK,
-		detail: fmt.Sprintf("confined: the state dir and %d [sandbox] deny_read paths are withheld; spill files readable by exact path", f.denyRead)}
+		detail: fmt.Sprintf("confined: the state dirs, the spool dirs, the sessions' build caches and %d [sandbox] deny_read paths are withheld; spill files readable by exact path", f.denyRead)}
 }
 
 // networkCheck: whether network = "off" can be enforced, and the setting.
@@ -323,11 +329,11 @@ func pid1Check(f *hostFacts) check {
 func privilegeChecks(f *hostFacts) []check {
 	s := f.sup
 	if s.ABIErr != nil || s.ABI < 1 {
-		moot := "no confined call runs without Landlock"
+		moot, fix := "no confined call runs without Landlock", "enable Landlock (the landlock line)"
 		return []check{
-			{name: "capabilities", status: statusMissing, detail: moot},
-			{name: "setuid/setgid bits", status: statusMissing, detail: moot},
-			{name: "protection", status: statusMissing, detail: moot},
+			{name: "capabilities", status: statusMissing, detail: moot, fix: fix},
+			{name: "setuid/setgid bits", status: statusMissing, detail: moot, fix: fix},
+			{name: "protection", status: statusMissing, detail: moot, fix: fix},
 		}
 	}
 	lines := s.report()

@@ -77,17 +77,17 @@ func TestDoctorChecks(t *testing.T) {
 	}
 }
 
-var doctorLine = regexp.MustCompile(`^(ok      |missing |degraded) (config|shell|/dev/null|/proc|state dir|writable set|landlock|writes|reads|network|scoping|pid 1|capabilities|setuid/setgid bits|protection): \S.*$`)
+var doctorLine = regexp.MustCompile(`^(ok      |missing |degraded) (config|shell|/dev/null|/proc|state dir|writable set|landlock|writes|reads|network|scoping|pid 1|capabilities|setuid/setgid bits|protection|default call): \S.*$`)
 
 // TestDoctorHost runs doctor here: one line per check in the fixed
-// format, exit 0 with the "can run" verdict, and, on a root host with
+// format, the verdict a check line too, exit 0 with the "can run" verdict, and, on a root host with
 // Landlock ABI 6 or later (this one), the exact output with the
 // host-specific paths and ABI scrubbed.
 func TestDoctorHost(t *testing.T) {
 	e := newSandboxingEnv(t, "")
 	r := e.run("", "doctor")
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	for _, l := range lines[:len(lines)-1] {
+	for _, l := range lines {
 		if !doctorLine.MatchString(l) {
 			t.Errorf("doctor line %q is not in the format", l)
 		}
@@ -95,13 +95,13 @@ func TestDoctorHost(t *testing.T) {
 	sup := sandboxSupport(os.Getenv)
 	if sup.ABI < 1 {
 		// The default mode is confined: without Landlock it cannot run.
-		if len(lines) != 16 || lines[len(lines)-1] != "a call in the default mode cannot run here" || r.code != 1 ||
+		if len(lines) != 16 || lines[len(lines)-1] != "missing  default call: a call in the default mode cannot run here; fix: see above: landlock" || r.code != 1 ||
 			r.stderr != "bashcall: error: a call in the default mode cannot run here: missing landlock\n" {
 			t.Errorf("doctor without Landlock: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
 		t.Skipf("no Landlock here (%v): the rest needs it", sup.ABIErr)
 	}
-	if len(lines) != 16 || lines[len(lines)-1] != "a call in the default mode can run here" || r.code != 0 || r.stderr != "" {
+	if len(lines) != 16 || lines[len(lines)-1] != "ok       default call: a call in the default mode can run here" || r.code != 0 || r.stderr != "" {
 		t.Fatalf("doctor: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if os.Geteuid() != 0 || sup.ABI < 6 || sup.NS != nsMount || !sup.Seccomp {
