@@ -53,10 +53,8 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
-	if f, ok := stdin.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			fmt.Fprintln(stderr, "bashcall: reading one call (JSON) from the terminal; end it with Ctrl-D, or see bashcall -h")
-		}
+	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
+		fmt.Fprintln(stderr, "bashcall: reading one call (JSON) from the terminal; end it with Ctrl-D, or see bashcall -h")
 	}
 	// The request first, the settings after: a server's warm child
 	// (warm.go), started before its call, sees the config as it is when

@@ -354,3 +354,15 @@ func (w *watcher) close() {
 func serveChildSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
+
+// isTerminal reports whether f is a terminal (it answers TCGETS). Its
+// descriptor is used through SyscallConn: Fd would make it blocking.
+func isTerminal(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var terr error = unix.ENOTTY
+	rc.Control(func(fd uintptr) { _, terr = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
+	return terr == nil
+}

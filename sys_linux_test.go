@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // TestReadProcFile: readProcFile reads what os.ReadFile reads, files
@@ -37,5 +42,54 @@ func TestReadProcFile(t *testing.T) {
 	}
 	if _, err := readProcFile("/proc/self/no-such-file"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("readProcFile(missing) = %v, want a not-exist error", err)
+	}
+}
+
+// TestTerminalHint: bashcall says on stderr that it reads a call from the
+// terminal only when stdin is one (a pty here), not for /dev/null or
+// another character device.
+func TestTerminalHint(t *testing.T) {
+	e := newTestEnv(t, "")
+	const hint = "reading one call (JSON) from the terminal"
+	for _, dev := range []string{os.DevNull, "/dev/zero"} {
+		f, err := os.Open(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := e.cmd("-text")
+		c.Stdin = f
+		out, _ := c.CombinedOutput()
+		f.Close()
+		if strings.Contains(string(out), hint) {
+			t.Errorf("stdin %s: %q", dev, out)
+		}
+	}
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetUint32(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	c := e.cmd("-text")
+	var stderr bytes.Buffer
+	c.Stdin, c.Stdout, c.Stderr = pts, &stderr, &stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ptmx.WriteString(`{"name":"bash_list","arguments":{}}` + "\n\x04")
+	go io.Copy(io.Discard, ptmx) // the terminal's echo
+	if err := c.Wait(); err != nil || !strings.Contains(stderr.String(), hint) || !strings.Contains(stderr.String(), "(no background tasks)") {
+		t.Errorf("stdin a terminal: %v, %q", err, stderr.String())
 	}
 }

@@ -72,3 +72,14 @@ func (w *watcher) watchProcess(int, uint64)   {}
 func (w *watcher) interrupt()                 {}
 
 func serveChildSysProcAttr() *syscall.SysProcAttr { return nil }
+
+// isTerminal reports whether f is a character device other than
+// /dev/null: a terminal, as near as the portable file mode tells.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
