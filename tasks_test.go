@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func startReq(command, session string) string {
@@ -451,4 +453,24 @@ func TestTaskLockHeld(t *testing.T) {
 		t.Errorf("the read after the lock was let go: %q", got)
 	}
 	e.call(killReq(id, "A"))
+}
+
+// TestNoticeWithRead: a task's notice is carried once by its owner's next
+// response after it settled (the contract's only exception is bash_kill),
+// also when that response is the bash_output that shows the settled
+// status: it is in that response's notices, and in no later one.
+func TestNoticeWithRead(t *testing.T) {
+	e := newTestEnv(t, "")
+	e.call(startReq("echo n", "N"))
+	r := e.call(outputReq("bash-1", "N", `"wait":true`))
+	want := []string{"background bash task bash-1 finished completed, exit code: 0. Read its output with bash_output."}
+	if !strings.HasSuffix(r.text(), "[status: completed, exit code: 0]") || !cmp.Equal(r.Notices, want) {
+		t.Errorf("the read that shows the end: %q, notices %q; want %q", r.text(), r.Notices, want)
+	}
+	if r := e.call(sessionReq("bash_list", "{}", "N")); len(r.Notices) != 0 {
+		t.Errorf("delivered again: %q", r.Notices)
+	}
+	if got, _ := e.waitOut("-session", "N", "-timeout", "0s"); len(got) != 0 {
+		t.Errorf("wait: %q", got)
+	}
 }

@@ -45,9 +45,8 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 		r.Status, r.Sandbox = final.taskStatus, final.Sandbox
 		out.Status, out.Sandbox = final.State, final.Sandbox
 		out.ExitCode, out.Signal = exitFields(r.Status)
-		if t.meta.Owner == caller {
-			inv.consumeNotice(t) // this read reports the settled status itself
-		}
+		// The owner's notice is not dropped: this response, the owner's
+		// next since the task settled, carries it (handle).
 	}
 	resp.StructuredContent = out
 	setText(resp, renderTaskRead(r, inv.escalationAdvertised()), nil)
