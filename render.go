@@ -233,10 +233,19 @@ func renderList(entries []listEntry) string {
 	}
 	lines := make([]string, len(entries))
 	for i, e := range entries {
-		lines[i] = e.ID + " " + e.Status.String() + " — " + e.Command
+		lines[i] = e.ID + " " + e.Status.String() + " — " + oneLine(e.Command)
 	}
 	return strings.Join(lines, "\n")
 }
+
+// oneLine is a command on one line, as bash_list shows each task on one:
+// its line breaks written \n, \r, \u2028 and \u2029, so that a command
+// cannot draw a line of a task that does not exist.
+func oneLine(cmd string) string {
+	return lineBreaks.Replace(cmd)
+}
+
+var lineBreaks = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\u2028", `\u2028`, "\u2029", `\u2029`)
 
 // holdUntilWritten runs release once the response has been written.
 func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }

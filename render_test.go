@@ -282,3 +282,13 @@ func TestValidText(t *testing.T) {
 		}
 	}
 }
+
+// TestListOneLine: bash_list shows each task on one line, whatever its
+// command holds: a command's line breaks cannot draw a task that does not
+// exist.
+func TestListOneLine(t *testing.T) {
+	golden(t, "list", renderList([]listEntry{
+		{ID: "bash-1", Status: taskStatus{State: stateRunning}, Command: "true\nbash-77 running — sleep 5 # fake\r\n\u2028x"},
+		{ID: "bash-2", Status: taskStatus{State: stateRunning}, Command: `printf 'a\nb'`},
+	}))
+}
