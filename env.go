@@ -72,7 +72,49 @@ func hasAuth(upper string) bool {
 // valueHoldsCredential reports whether v holds a URL with a password, a PEM
 // private key block or a token in a well-known shape, anywhere in it.
 func valueHoldsCredential(v string) bool {
-	return hasURLPassword(v) || hasPrivateKeyPEM(v) || hasTokenShape(v)
+	return hasURLPassword(v) || hasPrivateKeyPEM(v) || hasTokenShape(v) || hasAuthScheme(v)
+}
+
+// hasAuthScheme reports whether v holds an HTTP credential, "Bearer " or
+// "Basic " (any case) at a word's start, then 16 or more token characters
+// with a digit or both cases among them: an Authorization header in a
+// list of headers (OTEL_EXPORTER_OTLP_HEADERS), in git's
+// http.extraheader (GIT_CONFIG_PARAMETERS), or alone. "basic
+// configuration" passes.
+func hasAuthScheme(v string) bool {
+	lower := strings.ToLower(v)
+	for _, scheme := range []string{"bearer ", "basic "} {
+		for i := 0; ; {
+			j := strings.Index(lower[i:], scheme)
+			if j < 0 {
+				break
+			}
+			start := i + j
+			i = start + len(scheme)
+			if start > 0 && isAlnum(lower[start-1]) {
+				continue
+			}
+			body := v[i : i+runLen(v[i:], isHeaderToken)]
+			if len(body) >= 16 && (hasClass(body, isDigit) || hasClass(body, isUpper) && hasClass(body, isLower)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isHeaderToken is a character of an HTTP credential (RFC 9110 token68).
+func isHeaderToken(c byte) bool {
+	return isAlnum(c) || strings.IndexByte("-._~+/=", c) >= 0
+}
+
+// gitConfigFamily reports whether name is one of git's variables that
+// carry configuration entries in pairs (GIT_CONFIG_COUNT, _KEY_<n>,
+// _VALUE_<n>): their KEY scrubs every _KEY_<n>, which leaves the rest
+// broken (git refuses to run) and the values, which carry headers and
+// URLs with credentials, exposed. The whole family goes.
+func gitConfigFamily(name string) bool {
+	return name == "GIT_CONFIG_COUNT" || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_")
 }
 
 // hasURLPassword reports whether v holds scheme://user:password@ anywhere,
@@ -278,7 +320,7 @@ func commandEnv(inherited []string, rules *envConfig, extra []string, stateDir, 
 		if !ok || k == "" {
 			continue
 		}
-		if (scrubbed(k) || valueHoldsCredential(v)) && !matchAny(rules.Keep, k) {
+		if (scrubbed(k) || gitConfigFamily(k) || valueHoldsCredential(v)) && !matchAny(rules.Keep, k) {
 			continue
 		}
 		e.set(k, v)

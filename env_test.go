@@ -93,6 +93,16 @@ var secretVars = []struct{ name, value string }{
 	{"JWT", fakeJWT},
 	{"BEARER", "Bearer " + fakeJWT},
 	{"UNSIGNED_JWT", "eyJhbGciOiJub25lIn0" + ".eyJzdWIiOiJhZGEifQ."},
+	// Values: HTTP credentials in headers, under innocent names.
+	{"OTEL_EXPORTER_OTLP_HEADERS", "x-team=a,Authorization=Bearer " + fake("", 32)},
+	{"GIT_CONFIG_PARAMETERS", "'http.extraheader'='Authorization: Bearer " + fake("", 40) + "'"},
+	{"HDR", "Authorization: Basic " + fake("", 24) + "=="},
+	{"PLAIN_BEARER", "bearer " + fake("", 20)},
+	// Names: git's paired configuration variables, whole.
+	{"GIT_CONFIG_COUNT", "1"},
+	{"GIT_CONFIG_KEY_0", "http.https://github.com/.extraheader"},
+	{"GIT_CONFIG_VALUE_0", "AUTHORIZATION: basic " + fake("", 44)},
+	{"GIT_CONFIG_VALUE_1", "true"},
 }
 
 // ordinaryVars must all reach the command.
@@ -154,6 +164,10 @@ var ordinaryVars = []struct{ name, value string }{
 	{"TZ", "Europe/Paris"},
 	{"HISTCONTROL", "ignoreboth"},
 	{"EMPTY", ""},
+	{"SETUP_NOTE", "basic configuration, bearer of good news"},
+	{"LONG_WORD", "basic internationalization"},
+	{"GIT_CONFIG_GLOBAL", "/etc/gitconfig-ci"},
+	{"GIT_CONFIG_NOSYSTEM", "1"},
 }
 
 // scrubOne runs commandEnv on one variable and reports whether it survived.
