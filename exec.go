@@ -301,6 +301,10 @@ func (r *execution) stop() {
 	}
 	r.stopping = true
 	syscall.Kill(-r.pid, syscall.SIGTERM)
+	// A stopped process acts on SIGTERM only once continued: without this
+	// a command that stopped itself would get no chance to clean up
+	// before the SIGKILL (timeout(1) continues the group too).
+	syscall.Kill(-r.pid, syscall.SIGCONT)
 	r.killAt = time.After(r.spec.Grace)
 }
 

@@ -383,3 +383,24 @@ func TestOutputPeakRSS(t *testing.T) {
 		t.Errorf("1 GB of output grew the peak RSS by %d KiB; want under 8 MiB", big-empty)
 	}
 }
+
+// TestStoppedCommandContinued: a command that stopped itself gets its
+// SIGTERM when the call times out: the group is continued, so its trap
+// runs and it ends before the SIGKILL, in the foreground and as a task
+// that bash_kill stops.
+func TestStoppedCommandContinued(t *testing.T) {
+	e := newTestEnv(t, "grace_ms = 20000\n")
+	const cmd = `trap 'echo trapped; exit 3' TERM; kill -STOP $$; sleep 100`
+	start := time.Now()
+	text := e.call(bashReq(cmd, `"timeoutMs":300`)).text()
+	if took := time.Since(start); text != "trapped\n[timed out after 300ms]\n[exit code: 3]" || took > 10*time.Second {
+		t.Errorf("foreground: %q after %v", text, took)
+	}
+	e.call(startReq(cmd, "S"))
+	time.Sleep(300 * time.Millisecond)
+	start = time.Now()
+	e.call(killReq("bash-1", "S"))
+	if took, text := time.Since(start), e.call(outputReq("bash-1", "S", "")).text(); !strings.Contains(text, "trapped") || took > 10*time.Second {
+		t.Errorf("task: %q, bash_kill took %v", text, took)
+	}
+}
