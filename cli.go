@@ -83,6 +83,7 @@ func runVersion(args, environ []string, stdout, stderr io.Writer) error {
 	}
 	inv.stateDir = canonicalPrefix(dir)
 	inv.protectPaths()
+	inv.others, _ = ownDirs(inv.getenv, inv.stateDir)
 	fmt.Fprintf(stdout, "control paths (never writable, replaceable or inside a writable path of a confined call): %s\n", strings.Join(inv.controlPaths(), ", "))
 	return nil
 }

@@ -129,6 +129,7 @@ func gatherFacts(c *commonFlags, environ []string) *hostFacts {
 		// for it, as it is in every workspace-write writable set anyway.
 		inv.stateDir = dir
 		inv.protectPaths()
+		inv.others, _ = ownDirs(inv.getenv, inv.stateDir)
 		_, f.writableErr = planSandbox(f.mode, canonicalOr("/tmp"), inv.cfg.Sandbox.WritableRoots, nil, inv.controlPaths(), f.sup.ABI, nil)
 	}
 	return f
