@@ -148,9 +148,6 @@ func spoolDirOf(getenv func(string) string) string {
 	return ""
 }
 
-// home is $HOME, else the home of the user bashcall runs as.
-func (inv *invocation) home() string { return homeDir(inv.getenv) }
-
 // denyReadOf is deny_read with each "~" entry also under the user's home
 // in /etc/passwd where $HOME names another: the keys ssh and git use are
 // there, whatever a host set $HOME to.
