@@ -197,15 +197,33 @@ func tokenAt(s string) bool {
 			n := runLen(s[5:], isAlnumDash)
 			return n >= 20 && hasClass(s[5:5+n], isDigit)
 		}
-	case 's':
+	case 's', 'r':
 		if b, ok := strings.CutPrefix(s, "sk-"); ok {
 			return apiKeyBody(b[:runLen(b, isURLSafe)])
+		}
+		// Stripe: sk_ or rk_ (secret, restricted), live_ or test_, then
+		// 24 or more base62 with a digit.
+		for _, p := range []string{"sk_live_", "sk_test_", "rk_live_", "rk_test_"} {
+			if b, ok := strings.CutPrefix(s, p); ok {
+				n := runLen(b, isAlnum)
+				return n >= 24 && hasClass(b[:n], isDigit)
+			}
+		}
+	case 'h':
+		// Hugging Face: hf_ + 34 letters (30 or more taken), with both cases.
+		if b, ok := strings.CutPrefix(s, "hf_"); ok {
+			n := runLen(b, isAlnum)
+			return n >= 30 && hasClass(b[:n], isUpper) && hasClass(b[:n], isLower)
 		}
 	case 'A':
 		// AWS access key id: AKIA (long-term) or ASIA (temporary) + 16
 		// upper-case letters or digits, and no more.
 		if strings.HasPrefix(s, "AKIA") || strings.HasPrefix(s, "ASIA") {
 			return runLen(s[4:], isUpperAlnum) == 16 && (len(s) == 20 || !isAlnum(s[20]))
+		}
+		// Google API key: AIza + 35 base64url.
+		if b, ok := strings.CutPrefix(s, "AIza"); ok {
+			return runLen(b, isURLSafe) == 35
 		}
 	case 'e':
 		return isJWT(s)

@@ -93,6 +93,11 @@ var secretVars = []struct{ name, value string }{
 	{"JWT", fakeJWT},
 	{"BEARER", "Bearer " + fakeJWT},
 	{"UNSIGNED_JWT", "eyJhbGciOiJub25lIn0" + ".eyJzdWIiOiJhZGEifQ."},
+	// Values: more token shapes.
+	{"STRIPE", fake("sk_live_", 30)},
+	{"STRIPE_R", fake("rk_test_", 24)},
+	{"HF", fake("hf_", 34)},
+	{"GOOGLE", fake("AIza", 35)},
 	// Values: HTTP credentials in headers, under innocent names.
 	{"OTEL_EXPORTER_OTLP_HEADERS", "x-team=a,Authorization=Bearer " + fake("", 32)},
 	{"GIT_CONFIG_PARAMETERS", "'http.extraheader'='Authorization: Bearer " + fake("", 40) + "'"},
@@ -165,6 +170,10 @@ var ordinaryVars = []struct{ name, value string }{
 	{"HISTCONTROL", "ignoreboth"},
 	{"EMPTY", ""},
 	{"SETUP_NOTE", "basic configuration, bearer of good news"},
+	{"HF_HOME", "/data/hf_cache"},
+	{"HF_REPO", "hf_internal_model_v2"},
+	{"STRIPE_MODE", "sk_test_mode"},
+	{"AIZA", "AIzaShort"},
 	{"LONG_WORD", "basic internationalization"},
 	{"GIT_CONFIG_GLOBAL", "/etc/gitconfig-ci"},
 	{"GIT_CONFIG_NOSYSTEM", "1"},
