@@ -145,9 +145,9 @@ func TestStateDirRefused(t *testing.T) {
 
 // TestStateDirNotOurs: a directory named as the state dir by mistake (one
 // holding what bashcall never makes there) is refused as it is, never
-// chmodded; and, as root, a state dir that another user could redirect
-// (a symbolic link of theirs, or a directory of theirs above it) is
-// refused before anything under it is touched.
+// chmodded; and, as root, a state dir or spool dir that another user could
+// redirect (a symbolic link of theirs, or a directory of theirs above it)
+// is refused before anything under it is made or touched.
 func TestStateDirNotOurs(t *testing.T) {
 	e := newTestEnv(t, "")
 	victim := filepath.Join(e.dir, "victim")
@@ -190,6 +190,18 @@ func TestStateDirNotOurs(t *testing.T) {
 	r = e.run(bashReq("true", ""), "-state-dir", link)
 	if after := modes(); r.code != 1 || !strings.Contains(r.stderr, `is reached through a symbolic link, "`+link+`", which is owned by uid 65534`) || after != before {
 		t.Errorf("through a link of theirs: exit %d, stderr %q, modes %s (were %s)", r.code, r.stderr, after, before)
+	}
+	// Nothing is made through their link either, a missing state dir's
+	// parents included; and no spool dir is made private through it.
+	made := filepath.Join(link, "new", "state")
+	if r = e.run(bashReq("true", ""), "-state-dir", made); r.code != 1 || exists(filepath.Join(victim, "new")) {
+		t.Errorf("a new state dir through a link of theirs: exit %d, stderr %q, made: %v", r.code, r.stderr, exists(filepath.Join(victim, "new")))
+	}
+	if r = e.run("", "serve", "-spool", link, "-once"); r.code != 1 || strings.Contains(r.stderr, "made") {
+		t.Errorf("a spool dir through a link of theirs: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if after := modes(); after != before {
+		t.Errorf("modes %s, were %s", after, before)
 	}
 	inTheirs := filepath.Join(theirs, "real")
 	os.Mkdir(inTheirs, 0o700)

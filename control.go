@@ -100,7 +100,8 @@ func grantFor(denyRead []string, home, stateDir string, own ...string) readGrant
 // and spool dir, that no confined command may read or change: the
 // default state dir when the call uses another (the tasks of a host that
 // names none live there), and the spool dirs that serve listed in either
-// (listSpool) and that are still there, whoever's calls those are. The
+// (listSpool) and that are still the directories listed, whoever's calls
+// those are. The
 // default state dir counts whether or not it exists: a command that could
 // create it would choose the standing modes of every session of a host
 // that names none. A list that cannot be read refuses the call: it is
@@ -111,20 +112,21 @@ func ownDirs(getenv func(string) string, stateDir string) ([]string, error) {
 	if def := defaultStateDir(getenv); def != "" {
 		if c := canonicalPrefix(def); c != stateDir {
 			out = append(out, c)
-			if exists(c) {
+			if fi, err := os.Lstat(c); err == nil && fi.IsDir() {
+				if fi.Mode().Perm()&0o077 == 0 {
+					repairMode(c, fi) // a command closed it (chmod 000): ours again
+				}
 				lists = append(lists, c)
 			}
 		}
 	}
 	for _, d := range lists {
-		data, err := readPrivate(spoolList(d))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		listed, err := listedSpools(spoolList(d))
+		if err != nil {
 			return nil, fmt.Errorf("reading the list of spool dirs: %w", err)
 		}
-		for _, p := range decodePaths(data) {
-			if exists(p) { // one removed since holds nothing
-				out = append(out, p)
-			}
+		for _, e := range listed {
+			out = append(out, e.Path)
 		}
 	}
 	return out, nil

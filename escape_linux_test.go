@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -284,10 +285,14 @@ func TestTamperingRepaired(t *testing.T) {
 					t.Skip("needs root")
 				}
 				e := newConfinedEnv(t, "")
+				def := filepath.Join(e.dir, "xdg-state", "bashcall")
+				if err := os.MkdirAll(def, 0o700); err != nil {
+					t.Fatal(err)
+				}
 				if user == "nobody" {
 					e.asNobody()
 				}
-				e.extraEnv = m.env
+				e.extraEnv = append(m.env, "XDG_STATE_HOME="+filepath.Dir(def))
 				start := e.call(sessionReq("bash", `{"command":"echo hello-from-b; sleep 30","description":"d","run_in_background":true}`, "B"))
 				if start.text() != textStarted("bash-1") {
 					t.Fatalf("start: %q", start.text())
@@ -308,6 +313,21 @@ func TestTamperingRepaired(t *testing.T) {
 				if r := e.call(sessionReq("bash_list", `{}`, "B")); !strings.Contains(r.text(), "bash-1 running") {
 					t.Errorf("B's list = %q", r.text())
 				}
+				// Closing the state dirs (chmod 000: no other user gains,
+				// so nothing refuses them) must not lock bashcall out
+				// either: the call's own and the default one, whose list
+				// of spool dirs every confined call reads. A task does it,
+				// so that no revert after a foreground call undoes it.
+				attack = `chmod 000 "$BASHCALL_HOME" "$XDG_STATE_HOME/bashcall"; sleep 30`
+				e.call(sessionReq("bash", `{"command":`+jsonString(attack)+`,"description":"d","run_in_background":true}`, "A"))
+				time.Sleep(300 * time.Millisecond)
+				if r := e.call(sessionReq("bash", `{"command":"echo after","description":"d"}`, "A")); r.text() != "after\n" {
+					t.Errorf("a call after the state dirs were closed: %q", r.text())
+				}
+				if r := e.call(sessionReq("bash_list", `{}`, "B")); !strings.Contains(r.text(), "bash-1 running") {
+					t.Errorf("B's list after the state dirs were closed = %q", r.text())
+				}
+				e.call(sessionReq("bash_kill", `{"task_id":"bash-2"}`, "A"))
 				e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "B"))
 			})
 		}

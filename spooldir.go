@@ -6,12 +6,14 @@ package main
 // directories above it, before anything in it is read.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // spoolSubdirs are the directories of the spool protocol.
@@ -24,22 +26,17 @@ const spoolChoose = "serve -spool"
 // 0700, when missing), removes the temporaries a killed serve left in out/
 // and returns the canonical path.
 func prepareSpool(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("spool dir %q: %w", dir, err)
-	}
-	abs, err := filepath.Abs(dir) // so that checkAncestry sees them all
+	abs, canon, err := makeOwnDir(dir, "spool dir", spoolChoose)
 	if err != nil {
-		return "", fmt.Errorf("spool dir %q: %w", dir, err)
+		return "", err
 	}
-	canon, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("spool dir %q: %w", dir, err)
+	// Nothing is changed, closeUp's chmod included, before the path is
+	// known to be the user's own.
+	if err := checkAncestry(abs, canon, true, "spool dir", spoolChoose); err != nil {
+		return "", err
 	}
 	closeUp(canon)
 	if err := checkOwnDir(canon, "spool dir", spoolChoose); err != nil {
-		return "", err
-	}
-	if err := checkAncestry(abs, canon, "spool dir", spoolChoose); err != nil {
 		return "", err
 	}
 	for _, sub := range spoolSubdirs {
@@ -81,31 +78,75 @@ func closeUp(p string) {
 }
 
 // spoolList is a state dir's list of the spool dirs serve answered calls
-// in, a JSON string a line: every bashcall process on that state dir
+// in, a spoolEntry a line: every bashcall process on that state dir
 // withholds them from its confined commands and refuses to make them
 // writable, whichever process's calls they are (ownDirs).
 func spoolList(stateDir string) string { return filepath.Join(stateDir, "spools") }
 
-// listSpool refuses a spool dir that a confined call of this
-// configuration would make writable, then records it in the spool lists
-// of the state dir in use and of the default state dir (where the calls
-// of a host on a state dir of its own look too).
+// spoolEntry is a listed spool dir and the directory it was, by device,
+// inode and birth time (a removed directory's inode number is soon given
+// to the next one): a path removed and made again is not a spool dir any
+// more, and is neither withheld nor protected.
+type spoolEntry struct {
+	Path  string `json:"path"`
+	Dev   uint64 `json:"dev"`
+	Ino   uint64 `json:"ino"`
+	Birth int64  `json:"birth"` // ns; 0 where the filesystem keeps none
+}
+
+// current reports whether the entry's path is still the directory listed.
+func (e spoolEntry) current() bool {
+	now, err := spoolEntryOf(e.Path)
+	return err == nil && now == e
+}
+
+// spoolEntryOf is the entry of the directory at p.
+func spoolEntryOf(p string) (spoolEntry, error) {
+	dev, ino, birth, err := fileIdentity(p)
+	return spoolEntry{Path: p, Dev: dev, Ino: ino, Birth: birth}, err
+}
+
+// listedSpools are the entries of the list at p that are still current;
+// a line being written meanwhile does not decode, and is skipped.
+func listedSpools(p string) ([]spoolEntry, error) {
+	data, err := readPrivate(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	var out []spoolEntry
+	for _, line := range strings.Split(string(data), "\n") {
+		var e spoolEntry
+		if json.Unmarshal([]byte(line), &e) == nil && filepath.IsAbs(e.Path) && e.current() {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// listSpool refuses a spool dir that a confined call would make writable
+// (/tmp, [sandbox] writable_roots, a listed workspace, a path an earlier
+// confined call made writable), whatever this configuration's own mode,
+// then records it in the spool lists of the state dir in use and of the
+// default state dir (where the calls of a host on a state dir of its own
+// look too).
 func (inv *invocation) listSpool(spool string) error {
-	if inv.sandboxes() {
-		written, err := inv.writtenPaths()
-		if err != nil {
-			return err
+	written, err := inv.writtenPaths()
+	if err != nil {
+		return err
+	}
+	writable := append([]string{canonicalOr("/tmp")}, written...)
+	for _, r := range inv.cfg.Sandbox.WritableRoots {
+		writable = append(writable, canonicalOr(r))
+	}
+	for _, w := range append(writable, inv.listedWorkspaces()...) {
+		if within(spool, w) || within(w, spool) {
+			return &hintError{fmt.Errorf("spool dir %q overlaps %q, which confined calls can write", spool, w),
+				fmt.Sprintf("use a spool dir outside /tmp, the workspaces and [sandbox] writable_roots with %s", spoolChoose)}
 		}
-		writable := append([]string{canonicalOr("/tmp")}, written...)
-		for _, r := range inv.cfg.Sandbox.WritableRoots {
-			writable = append(writable, canonicalOr(r))
-		}
-		for _, w := range append(writable, inv.listedWorkspaces()...) {
-			if within(spool, w) || within(w, spool) {
-				return &hintError{fmt.Errorf("spool dir %q overlaps %q, which confined calls can write", spool, w),
-					fmt.Sprintf("use a spool dir outside /tmp, the workspaces and [sandbox] writable_roots with %s", spoolChoose)}
-			}
-		}
+	}
+	entry, err := spoolEntryOf(spool)
+	if err != nil {
+		return fmt.Errorf("spool dir %q: %w", spool, err)
 	}
 	dirs := []string{inv.stateDir}
 	if def := defaultStateDir(inv.getenv); def != "" && canonicalPrefix(def) != inv.stateDir {
@@ -116,27 +157,32 @@ func (inv *invocation) listSpool(spool string) error {
 		}
 	}
 	for _, d := range dirs {
-		if err := addPath(spoolList(d), spool); err != nil {
+		if err := addSpool(spoolList(d), entry); err != nil {
 			return fmt.Errorf("listing the spool dir in %q: %w", d, err)
 		}
 	}
 	return nil
 }
 
-// addPath adds p to the list at list unless it is there, under the
-// list's lock.
-func addPath(list, p string) error {
+// addSpool rewrites the list at list with entry and the entries still
+// current, under the list's lock: one that was removed since drops out.
+func addSpool(list string, entry spoolEntry) error {
 	unlock, err := lockFile(list + ".lock")
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	data, err := readPrivate(list)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	listed, err := listedSpools(list)
+	if err != nil {
 		return err
 	}
-	if slices.Contains(decodePaths(data), p) {
+	if slices.Contains(listed, entry) {
 		return nil
 	}
-	return appendPaths(list, []string{p})
+	var b []byte
+	for _, e := range append(listed, entry) {
+		line, _ := json.Marshal(e)
+		b = append(append(b, line...), '\n')
+	}
+	return writeFileAtomic(list, b)
 }

@@ -62,19 +62,11 @@ func (e *hintError) Unwrap() error { return e.err }
 // directory, not ours, open to group or others, or in a place another
 // user could replace it (checkAncestry). It returns the canonical path.
 func openStateDir(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", &hintError{fmt.Errorf("creating the state dir %q: %w", dir, err),
-			"choose another with " + stateChoose}
-	}
-	abs, err := filepath.Abs(dir)
+	abs, canon, err := makeOwnDir(dir, "state dir", stateChoose)
 	if err != nil {
-		return "", fmt.Errorf("state dir %q: %w", dir, err)
+		return "", err
 	}
-	canon, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("state dir %q: %w", dir, err)
-	}
-	if err := checkAncestry(abs, canon, "state dir", stateChoose); err != nil {
+	if err := checkAncestry(abs, canon, true, "state dir", stateChoose); err != nil {
 		return "", err
 	}
 	if err := checkPrivateDir(canon); err != nil {
@@ -86,35 +78,57 @@ func openStateDir(dir string) (string, error) {
 // stateChoose is how the user names another state dir, for hints.
 const stateChoose = "-state-dir or $BASHCALL_STATE_DIR"
 
+// makeOwnDir creates dir (0700, with its missing parents) once what
+// exists of its path has passed checkAncestry, so that nothing is made
+// through another user's directory or symbolic link, and returns its
+// absolute and canonical paths.
+func makeOwnDir(dir, label, choose string) (abs, canon string, err error) {
+	if abs, err = filepath.Abs(dir); err != nil {
+		return "", "", fmt.Errorf("%s %q: %w", label, dir, err)
+	}
+	have := abs
+	for _, err := os.Lstat(have); err != nil && have != filepath.Dir(have); _, err = os.Lstat(have) {
+		have = filepath.Dir(have)
+	}
+	if have != abs {
+		resolved, err := filepath.EvalSymlinks(have)
+		if err != nil {
+			return "", "", fmt.Errorf("%s %q: %w", label, dir, err)
+		}
+		if err := checkAncestry(have, resolved, false, label, choose); err != nil {
+			return "", "", err
+		}
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", "", &hintError{fmt.Errorf("creating the %s %q: %w", label, dir, err), "choose another with " + choose}
+	}
+	if canon, err = filepath.EvalSymlinks(abs); err != nil {
+		return "", "", fmt.Errorf("%s %q: %w", label, dir, err)
+	}
+	return abs, canon, nil
+}
+
 // checkAncestry refuses a directory of bashcall's (the label says which)
 // that another user could rename away and replace with one of theirs, or
-// redirect: each directory above it, on the path as named and as
+// redirect: each directory above it, on its path as named and as
 // resolved, must belong to this user or root and be writable by nobody
 // else unless it is sticky (like /tmp, where only an entry's owner may
 // rename it), and each symbolic link on the way must belong to this user
-// or root.
-func checkAncestry(named, canon, label, choose string) error {
+// or root. self says named and canon are the directory itself, which
+// checkOwnDir checks; else they are what exists of its path, checked as
+// directories above it.
+func checkAncestry(named, canon string, self bool, label, choose string) error {
 	for _, dir := range []string{named, canon} {
 		for p := dir; ; p = filepath.Dir(p) {
 			fi, err := os.Lstat(p)
 			if err != nil {
-				return fmt.Errorf("%s %q: %w", label, dir, err)
+				return fmt.Errorf("%s %q: %w", label, named, err)
 			}
 			link := fi.Mode()&fs.ModeSymlink != 0
-			if p == dir && !link {
-				continue // the directory itself: checkOwnDir's
-			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-				what := "inside"
-				if link {
-					what = "reached through a symbolic link,"
+			if p != dir || link || !self {
+				if err := checkAncestor(named, p, fi, label, choose); err != nil {
+					return err
 				}
-				return &hintError{fmt.Errorf("%s %q is %s %q, which is owned by uid %d, who could replace it", label, dir, what, p, st.Uid),
-					fmt.Sprintf("use a %s in a directory of your own with %s", label, choose)}
-			}
-			if !link && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-				return &hintError{fmt.Errorf("%s %q is inside %q, which other users can write (mode %04o, no sticky bit), so they could replace it", label, dir, p, fi.Mode().Perm()),
-					fmt.Sprintf("use a %s in a directory only you can write, or chmod go-w or +t %q", label, p)}
 			}
 			if p == filepath.Dir(p) {
 				break
@@ -127,6 +141,25 @@ func checkAncestry(named, canon, label, choose string) error {
 	return nil
 }
 
+// checkAncestor checks p, a directory above dir or a symbolic link on its
+// way (checkAncestry).
+func checkAncestor(dir, p string, fi fs.FileInfo, label, choose string) error {
+	link := fi.Mode()&fs.ModeSymlink != 0
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		what := "inside"
+		if link {
+			what = "reached through a symbolic link,"
+		}
+		return &hintError{fmt.Errorf("%s %q is %s %q, which is owned by uid %d, who could replace it", label, dir, what, p, st.Uid),
+			fmt.Sprintf("use a %s in a directory of your own with %s", label, choose)}
+	}
+	if !link && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return &hintError{fmt.Errorf("%s %q is inside %q, which other users can write (mode %04o, no sticky bit), so they could replace it", label, dir, p, fi.Mode().Perm()),
+			fmt.Sprintf("use a %s in a directory only you can write, or chmod go-w or +t %q", label, p)}
+	}
+	return nil
+}
+
 // checkPrivateDir refuses a state dir that another user could read or
 // change, naming the path and the fix. One of ours that was opened up or
 // closed (a command can chmod what it owns) is restored first, with a
@@ -134,8 +167,13 @@ func checkAncestry(named, canon, label, choose string) error {
 // anything bashcall does not make there is not bashcall's to change (a
 // state dir named by mistake: /etc, a home), and is refused as it is.
 func checkPrivateDir(dir string) error {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 && onlyStateEntries(dir) {
-		repairTree(dir)
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 {
+		if fi.Mode().Perm()&0o077 == 0 {
+			fi = repairMode(dir, fi) // closed to us (chmod 000): ours again, no one else's
+		}
+		if onlyStateEntries(dir) {
+			repairTree(dir)
+		}
 	}
 	return checkOwnDir(dir, "state dir", stateChoose)
 }

@@ -366,3 +366,17 @@ func isTerminal(f *os.File) bool {
 	rc.Control(func(fd uintptr) { _, terr = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
 	return terr == nil
 }
+
+// fileIdentity is p's device, inode and birth time in ns (0 where the
+// filesystem records none), which tell it from a file made at its path
+// later (statx).
+func fileIdentity(p string) (dev, ino uint64, birth int64, err error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
+		return 0, 0, 0, err
+	}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+	}
+	return unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino, birth, nil
+}

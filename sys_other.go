@@ -83,3 +83,12 @@ func isTerminal(f *os.File) bool {
 	null, err := os.Stat(os.DevNull)
 	return err != nil || !os.SameFile(fi, null)
 }
+
+// fileIdentity is p's device and inode; no birth time here.
+func fileIdentity(p string) (dev, ino uint64, birth int64, err error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return 0, 0, 0, err
+	}
+	return uint64(st.Dev), uint64(st.Ino), 0, nil
+}

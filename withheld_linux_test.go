@@ -526,13 +526,24 @@ func TestOwnDirsWithheld(t *testing.T) {
 	if text := decodeResponse(t, r.stdout).text(); !strings.Contains(text, "overlaps "+strconv.Quote(spool2)) {
 		t.Errorf("a workspace containing a spool dir: %q", text)
 	}
+	// The same path made again is not that spool dir: it refuses nothing.
+	os.RemoveAll(spool2)
+	os.MkdirAll(spool2, 0o700)
+	r = e.run(`{"name":"bash","arguments":{"command":"echo ran","description":"d"},"session":{"id":"W","cwd":` + jsonString(inside) + `}}`)
+	if text := decodeResponse(t, r.stdout).text(); text != "ran\n" {
+		t.Errorf("a workspace containing a spool dir's path made again: %q", text)
+	}
 	tmpSpool, err := os.MkdirTemp("/tmp", "bashcall-spool-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmpSpool)
-	if r := e.run("", "serve", "-spool", tmpSpool, "-once"); r.code != 1 || !strings.Contains(r.stderr, "overlaps \"/tmp\", which confined calls can write") {
-		t.Errorf("a spool dir in /tmp: exit %d, stderr %q", r.code, r.stderr)
+	full := filepath.Join(e.dir, "full.toml") // a serve that confines nothing itself
+	write(t, full, "[sandbox]\nmode = \"danger-full-access\"\n")
+	for _, args := range [][]string{{"serve", "-spool", tmpSpool, "-once"}, {"serve", "-config", full, "-spool", tmpSpool, "-once"}} {
+		if r := e.run("", args...); r.code != 1 || !strings.Contains(r.stderr, "overlaps \"/tmp\", which confined calls can write") {
+			t.Errorf("a spool dir in /tmp, %v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
 	}
 	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
 		t.Errorf("after the refused spool dir: %q", text)
