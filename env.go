@@ -27,8 +27,9 @@ var scrubbedWords = []string{"KEY", "PASSWORD", "SECRET", "TOKEN",
 	"PASSPHRASE", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"}
 
 // scrubbedSuffixes mark a credential at the end of a name (MYSQL_PWD,
-// GH_PAT). The underscore spares PWD and OLDPWD, and _PATH is not _PAT.
-var scrubbedSuffixes = []string{"_PWD", "_PAT"}
+// GH_PAT, OTEL_EXPORTER_OTLP_HEADERS, which exist to carry an API key's
+// header). The underscore spares PWD and OLDPWD, and _PATH is not _PAT.
+var scrubbedSuffixes = []string{"_PWD", "_PAT", "_HEADERS"}
 
 // nonInteractive keeps commands from paging, colouring or prompting.
 var nonInteractive = []string{"NO_COLOR=1", "TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0"}
@@ -75,15 +76,15 @@ func valueHoldsCredential(v string) bool {
 	return hasURLPassword(v) || hasPrivateKeyPEM(v) || hasTokenShape(v) || hasAuthScheme(v)
 }
 
-// hasAuthScheme reports whether v holds an HTTP credential, "Bearer " or
-// "Basic " (any case) at a word's start, then 16 or more token characters
-// with a digit or both cases among them: an Authorization header in a
-// list of headers (OTEL_EXPORTER_OTLP_HEADERS), in git's
-// http.extraheader (GIT_CONFIG_PARAMETERS), or alone. "basic
-// configuration" passes.
+// hasAuthScheme reports whether v holds an HTTP credential, "Bearer",
+// "Basic" or "Negotiate" (any case) at a word's start, then blanks (or
+// "%20", as OTEL_EXPORTER_OTLP_HEADERS encodes them), then 16 or more
+// token characters with a digit or both cases among them: an
+// Authorization header in a list of headers, in git's http.extraheader
+// (GIT_CONFIG_PARAMETERS), or alone. "basic configuration" passes.
 func hasAuthScheme(v string) bool {
 	lower := strings.ToLower(v)
-	for _, scheme := range []string{"bearer ", "basic "} {
+	for _, scheme := range []string{"bearer", "basic", "negotiate"} {
 		for i := 0; ; {
 			j := strings.Index(lower[i:], scheme)
 			if j < 0 {
@@ -94,7 +95,17 @@ func hasAuthScheme(v string) bool {
 			if start > 0 && isAlnum(lower[start-1]) {
 				continue
 			}
-			body := v[i : i+runLen(v[i:], isHeaderToken)]
+			k := i
+			for k < len(v) && (v[k] == ' ' || v[k] == '\t' || strings.HasPrefix(v[k:], "%20")) {
+				if v[k] == '%' {
+					k += 2
+				}
+				k++
+			}
+			if k == i {
+				continue // "bearers", "basically"
+			}
+			body := v[k : k+runLen(v[k:], isHeaderToken)]
 			if len(body) >= 16 && (hasClass(body, isDigit) || hasClass(body, isUpper) && hasClass(body, isLower)) {
 				return true
 			}
