@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Argument readers. Each returns ok=false when the value has the wrong type.
@@ -150,26 +151,49 @@ func isSentence(s string) bool {
 }
 
 // hiddenRune reports a rune that does not show as itself: a control
-// character, a Unicode format character or a line or paragraph
-// separator.
+// character, a Unicode format character, a line or paragraph separator,
+// a variation selector or a blank that is not a space (the Hangul
+// fillers, the braille blank).
 func hiddenRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
+	switch r {
+	case '\u2028', '\u2029', '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800':
+		return true
+	}
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r)
 }
 
 // displayCommand is a command as an approval prompt shows it: line breaks
 // and tabs as they are, every other rune that does not show as itself
-// escaped (\x1b, \r, \u202e), so that what the person reads is what runs.
+// escaped (\x1b, \r, \u202e), combining marks too (a strike-through
+// over "rm"), and a run of more than eight blanks counted ("[120
+// spaces]"), so that what the person reads is what runs.
 func displayCommand(cmd string) string {
 	var b strings.Builder
-	for _, r := range cmd {
-		switch {
-		case r == '\n' || r == '\t' || !hiddenRune(r):
+	for i := 0; i < len(cmd); {
+		if n := len(cmd[i:]) - len(strings.TrimLeft(cmd[i:], " ")); n > 8 {
+			fmt.Fprintf(&b, "[%d spaces]", n)
+			i += n
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(cmd[i:])
+		i += size
+		if r == '\n' || r == '\t' || !hiddenRune(r) && !unicode.Is(unicode.Mn, r) {
 			b.WriteRune(r)
-		case r < 0x100:
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
+		} else {
+			writeEscaped(&b, r)
 		}
 	}
 	return b.String()
+}
+
+// writeEscaped writes r as an escape: \xNN, \uNNNN or \UNNNNNNNN.
+func writeEscaped(b *strings.Builder, r rune) {
+	switch {
+	case r < 0x100:
+		fmt.Fprintf(b, "\\x%02x", r)
+	case r < 0x10000:
+		fmt.Fprintf(b, "\\u%04x", r)
+	default:
+		fmt.Fprintf(b, "\\U%08x", r)
+	}
 }

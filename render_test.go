@@ -290,5 +290,6 @@ func TestListOneLine(t *testing.T) {
 	golden(t, "list", renderList([]listEntry{
 		{ID: "bash-1", Status: taskStatus{State: stateRunning}, Command: "true\nbash-77 running — sleep 5 # fake\r\n\u2028x"},
 		{ID: "bash-2", Status: taskStatus{State: stateRunning}, Command: `printf 'a\nb'`},
+		{ID: "bash-3", Status: taskStatus{State: stateRunning}, Command: "a\vb\fc\u0085d\x1b[2K\x1b[1Ae\x1cf\U000e0041"},
 	}))
 }
