@@ -137,6 +137,14 @@ func TestStateDirRefused(t *testing.T) {
 	if r = e.run(bashReq("true", ""), "-state-dir", filepath.Join(shared, "state2")); r.code != 0 {
 		t.Errorf("sticky parent: exit %d, stderr %q", r.code, r.stderr)
 	}
+	file := filepath.Join(e.dir, "a-file")
+	write(t, file, "")
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		r = e.run(bashReq("true", ""), "-state-dir", dir)
+		if r.code != 1 || !strings.Contains(r.stderr, `creating the state dir "`+dir+`"`) || !strings.Contains(r.stderr, "\nhint: choose another with -state-dir") {
+			t.Errorf("a file: exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
 	r = e.run(bashReq("true", ""))
 	if fi, err := os.Stat(e.stateDir); r.code != 0 || err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("new state dir: exit %d, mode %v, %v", r.code, fi.Mode(), err)
