@@ -138,7 +138,9 @@ func TestStateDirRefused(t *testing.T) {
 		t.Errorf("sticky parent: exit %d, stderr %q", r.code, r.stderr)
 	}
 	file := filepath.Join(e.dir, "a-file")
-	write(t, file, "")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, dir := range []string{file, filepath.Join(file, "sub")} {
 		r = e.run(bashReq("true", ""), "-state-dir", dir)
 		if r.code != 1 || !strings.Contains(r.stderr, `creating the state dir "`+dir+`"`) || !strings.Contains(r.stderr, "\nhint: choose another with -state-dir") {

@@ -169,7 +169,7 @@ func checkAncestor(dir, p string, fi fs.FileInfo, label, choose string) error {
 func checkPrivateDir(dir string) error {
 	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 {
 		if fi.Mode().Perm()&0o077 == 0 {
-			fi = repairMode(dir, fi) // closed to us (chmod 000): ours again, no one else's
+			repairMode(dir, fi) // closed to us (chmod 000): ours again, no one else's
 		}
 		if onlyStateEntries(dir) {
 			repairTree(dir)
