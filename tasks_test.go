@@ -461,7 +461,11 @@ func TestTaskLockHeld(t *testing.T) {
 // status: it is in that response's notices, and in no later one.
 func TestNoticeWithRead(t *testing.T) {
 	e := newTestEnv(t, "")
-	e.call(startReq("echo n", "N"))
+	// It outlives the start's response, which would carry its notice
+	// otherwise (the owner's next response after it settled).
+	if r := e.call(startReq("sleep 1; echo n", "N")); len(r.Notices) != 0 {
+		t.Fatalf("the start carries a notice: %q", r.Notices)
+	}
 	r := e.call(outputReq("bash-1", "N", `"wait":true`))
 	want := []string{"background bash task bash-1 finished completed, exit code: 0. Read its output with bash_output."}
 	if !strings.HasSuffix(r.text(), "[status: completed, exit code: 0]") || !cmp.Equal(r.Notices, want) {
