@@ -6,12 +6,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Argument readers. Each returns ok=false when the value has the wrong type.
@@ -138,62 +135,4 @@ func parseTaskArgs(args map[string]json.RawMessage, withWait bool) (taskArgs, er
 		return a, errExpected("timeout_ms", "a positive number", args["timeout_ms"])
 	}
 	return a, nil
-}
-
-// isSentence reports whether a justification is one line of text a
-// person can read as it is: not blank, and without control characters
-// (line breaks, carriage returns, escape sequences) or Unicode format
-// characters (bidirectional overrides, zero-width ones), with which a
-// justification could draw a fake "Command:" line in the approval prompt
-// or hide the real one.
-func isSentence(s string) bool {
-	return strings.TrimSpace(s) != "" && !strings.ContainsFunc(s, hiddenRune)
-}
-
-// hiddenRune reports a rune that does not show as itself: a control
-// character, a Unicode format character, a line or paragraph separator,
-// a variation selector or a blank that is not a space (the Hangul
-// fillers, the braille blank).
-func hiddenRune(r rune) bool {
-	switch r {
-	case '\u2028', '\u2029', '\u115f', '\u1160', '\u3164', '\uffa0', '\u2800':
-		return true
-	}
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r)
-}
-
-// displayCommand is a command as an approval prompt shows it: line breaks
-// and tabs as they are, every other rune that does not show as itself
-// escaped (\x1b, \r, \u202e), combining marks too (a strike-through
-// over "rm"), and a run of more than eight blanks counted ("[120
-// spaces]"), so that what the person reads is what runs.
-func displayCommand(cmd string) string {
-	var b strings.Builder
-	for i := 0; i < len(cmd); {
-		if n := len(cmd[i:]) - len(strings.TrimLeft(cmd[i:], " ")); n > 8 {
-			fmt.Fprintf(&b, "[%d spaces]", n)
-			i += n
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(cmd[i:])
-		i += size
-		if r == '\n' || r == '\t' || !hiddenRune(r) && !unicode.Is(unicode.Mn, r) {
-			b.WriteRune(r)
-		} else {
-			writeEscaped(&b, r)
-		}
-	}
-	return b.String()
-}
-
-// writeEscaped writes r as an escape: \xNN, \uNNNN or \UNNNNNNNN.
-func writeEscaped(b *strings.Builder, r rune) {
-	switch {
-	case r < 0x100:
-		fmt.Fprintf(b, "\\x%02x", r)
-	case r < 0x10000:
-		fmt.Fprintf(b, "\\u%04x", r)
-	default:
-		fmt.Fprintf(b, "\\U%08x", r)
-	}
 }

@@ -925,4 +925,25 @@ func TestApprovalMessage(t *testing.T) {
 	if got := approvalMessage(&approvalRequired{Reason: "r", Command: "ls"}); got != "r\n\nCommand (1 line):\nls" {
 		t.Errorf("one line: %q", got)
 	}
+	// Ordinary text of any script shows as written.
+	const text = "echo नमस्ते ❤️ สวัสดี مَرْحَبًا שָׁלוֹם café\t\tx"
+	if got := displayCommand(text); got != text {
+		t.Errorf("ordinary text: %q, want it as written", got)
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"ls" + strings.Repeat("\u2003", 31) + "; rm -rf ~", "ls[31 blanks]; rm -rf ~"},
+		{"a" + strings.Repeat("\t", 9) + "b", "a[9 blanks]b"},
+		{"x\u0301\u0301\u0301\u0301y", "x\u0301\u0301\u0301\\u0301y"},
+		{"\u0301rm \u20e0", "\\u0301rm \\u20e0"},
+	} {
+		if got := displayCommand(tt.in); got != tt.want {
+			t.Errorf("displayCommand(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if isSentence("It lists" + strings.Repeat("\u0336", 200) + " the files.") {
+		t.Errorf("a pile of combining marks passes for a sentence")
+	}
+	if !isSentence("Elle liste les fichiers du dépôt ✔️ नमस्ते.") {
+		t.Errorf("a sentence with accents, an emoji and Devanagari is refused")
+	}
 }

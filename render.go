@@ -238,31 +238,6 @@ func renderList(entries []listEntry) string {
 	return strings.Join(lines, "\n")
 }
 
-// oneLine is a command on one line, as bash_list shows each task on one:
-// its line breaks written \n and \r, and every other rune that does not
-// show as itself escaped as in an approval prompt (\x0b, \x1b, \u2028),
-// so that a command cannot draw a line of a task that does not exist,
-// whatever a host takes for a line break.
-func oneLine(cmd string) string {
-	if !strings.ContainsFunc(cmd, hiddenRune) {
-		return cmd
-	}
-	var b strings.Builder
-	for _, r := range cmd {
-		switch {
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t' || !hiddenRune(r):
-			b.WriteRune(r)
-		default:
-			writeEscaped(&b, r)
-		}
-	}
-	return b.String()
-}
-
 // holdUntilWritten runs release once the response has been written.
 func (r *response) holdUntilWritten(release ...func()) { r.held = append(r.held, release...) }
 
