@@ -27,9 +27,8 @@ var scrubbedWords = []string{"KEY", "PASSWORD", "SECRET", "TOKEN",
 	"PASSPHRASE", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"}
 
 // scrubbedSuffixes mark a credential at the end of a name (MYSQL_PWD,
-// GH_PAT, OTEL_EXPORTER_OTLP_HEADERS, which exist to carry an API key's
-// header). The underscore spares PWD and OLDPWD, and _PATH is not _PAT.
-var scrubbedSuffixes = []string{"_PWD", "_PAT", "_HEADERS"}
+// GH_PAT). The underscore spares PWD and OLDPWD, and _PATH is not _PAT.
+var scrubbedSuffixes = []string{"_PWD", "_PAT"}
 
 // nonInteractive keeps commands from paging, colouring or prompting.
 var nonInteractive = []string{"NO_COLOR=1", "TERM=dumb", "PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0"}
@@ -49,6 +48,12 @@ func scrubbed(name string) bool {
 		if strings.HasSuffix(upper, s) {
 			return true
 		}
+	}
+	// OpenTelemetry's exporter headers exist to carry an API key's
+	// header (OTEL_EXPORTER_OTLP_HEADERS, ..._TRACES_HEADERS); other
+	// *_HEADERS (KERNEL_HEADERS, CORS_ALLOW_HEADERS) name no secret.
+	if strings.HasPrefix(upper, "OTEL_") && strings.HasSuffix(upper, "_HEADERS") {
+		return true
 	}
 	return hasAuth(upper)
 }
@@ -79,9 +84,11 @@ func valueHoldsCredential(v string) bool {
 // hasAuthScheme reports whether v holds an HTTP credential, "Bearer",
 // "Basic" or "Negotiate" (any case) at a word's start, then blanks (or
 // "%20", as OTEL_EXPORTER_OTLP_HEADERS encodes them), then 16 or more
-// token characters with a digit or both cases among them: an
-// Authorization header in a list of headers, in git's http.extraheader
-// (GIT_CONFIG_PARAMETERS), or alone. "basic configuration" passes.
+// token characters: after "Authorization" (":" or "=" between), with a
+// digit or both cases among them, as in a list of headers or git's
+// http.extraheader (GIT_CONFIG_PARAMETERS); alone, with a digit and both
+// cases, and not starting with "-" (a -D option) nor holding a "/" (a
+// path). "basic configuration" and "Negotiate protocol-v2" pass.
 func hasAuthScheme(v string) bool {
 	lower := strings.ToLower(v)
 	for _, scheme := range []string{"bearer", "basic", "negotiate"} {
@@ -106,7 +113,13 @@ func hasAuthScheme(v string) bool {
 				continue // "bearers", "basically"
 			}
 			body := v[k : k+runLen(v[k:], isHeaderToken)]
-			if len(body) >= 16 && (hasClass(body, isDigit) || hasClass(body, isUpper) && hasClass(body, isLower)) {
+			if len(body) < 16 {
+				continue
+			}
+			header := strings.HasSuffix(strings.TrimRight(lower[:start], " \t:='\""), "authorization")
+			mixed := hasClass(body, isUpper) && hasClass(body, isLower)
+			if header && (hasClass(body, isDigit) || mixed) ||
+				hasClass(body, isDigit) && mixed && body[0] != '-' && !strings.Contains(body, "/") {
 				return true
 			}
 		}
@@ -121,11 +134,34 @@ func isHeaderToken(c byte) bool {
 
 // gitConfigFamily reports whether name is one of git's variables that
 // carry configuration entries in pairs (GIT_CONFIG_COUNT, _KEY_<n>,
-// _VALUE_<n>): their KEY scrubs every _KEY_<n>, which leaves the rest
-// broken (git refuses to run) and the values, which carry headers and
-// URLs with credentials, exposed. The whole family goes.
+// _VALUE_<n>). They go, or stay, together (gitConfigSecret): the KEY rule
+// alone would take every _KEY_<n>, leaving git refusing to run, and the
+// values, which can carry headers and URLs with credentials, exposed.
 func gitConfigFamily(name string) bool {
 	return name == "GIT_CONFIG_COUNT" || strings.HasPrefix(name, "GIT_CONFIG_KEY_") || strings.HasPrefix(name, "GIT_CONFIG_VALUE_")
+}
+
+// gitConfigSecret reports whether the inherited environment's
+// GIT_CONFIG_KEY_<n>/VALUE_<n> entries carry a credential: a key that
+// names one (http.extraheader, credential.*, *.password, *token*, a
+// cookie file) or a value that holds one. safe.directory and the like
+// do not, and the family stays.
+func gitConfigSecret(inherited []string) bool {
+	for _, kv := range inherited {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "GIT_CONFIG_KEY_"):
+			upper := strings.ToUpper(v)
+			if scrubbed(v) || strings.Contains(upper, "EXTRAHEADER") || strings.Contains(upper, "COOKIE") || valueHoldsCredential(v) {
+				return true
+			}
+		case strings.HasPrefix(k, "GIT_CONFIG_VALUE_"):
+			if valueHoldsCredential(v) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasURLPassword reports whether v holds scheme://user:password@ anywhere,
@@ -344,12 +380,17 @@ func (e *envList) strings() []string {
 func commandEnv(inherited []string, rules *envConfig, extra []string, stateDir, sessionID string) []string {
 	n := len(inherited) + len(nonInteractive) + len(extra) + len(rules.Set) + 3
 	e := &envList{names: make([]string, 0, n), known: make(map[string]bool, n), vals: make(map[string]string, n)}
+	gitSecret := gitConfigSecret(inherited)
 	for _, kv := range inherited {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			continue
 		}
-		if (scrubbed(k) || gitConfigFamily(k) || valueHoldsCredential(v)) && !matchAny(rules.Keep, k) {
+		remove := scrubbed(k) || valueHoldsCredential(v)
+		if gitConfigFamily(k) {
+			remove = gitSecret
+		}
+		if remove && !matchAny(rules.Keep, k) {
 			continue
 		}
 		e.set(k, v)

@@ -108,11 +108,9 @@ var secretVars = []struct{ name, value string }{
 	{"SPACED", "Authorization: Bearer   " + fake("", 24)},
 	{"NEGOTIATE", "Authorization: Negotiate YII" + fake("", 30)},
 	{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=a"},
-	// Names: git's paired configuration variables, whole.
-	{"GIT_CONFIG_COUNT", "1"},
+	// git's paired configuration variables, with a credential.
 	{"GIT_CONFIG_KEY_0", "http.https://github.com/.extraheader"},
 	{"GIT_CONFIG_VALUE_0", "AUTHORIZATION: basic " + fake("", 44)},
-	{"GIT_CONFIG_VALUE_1", "true"},
 }
 
 // ordinaryVars must all reach the command.
@@ -177,6 +175,11 @@ var ordinaryVars = []struct{ name, value string }{
 	{"SETUP_NOTE", "basic configuration, bearer of good news"},
 	{"NOTE2", "bearers" + fake("", 20)},
 	{"HF_HOME", "/data/hf_cache"},
+	{"KERNEL_HEADERS", "/usr/src/linux-headers-generic"},
+	{"CORS_ALLOW_HEADERS", "Content-Type,Authorization"},
+	{"MAVEN_OPTS", "-Dhttp.auth.preference=Negotiate -Dsun.security.krb5.debug=true"},
+	{"CI_COMMIT_TITLE", "Negotiate  protocol-v2-upgrade-path"},
+	{"CI_COMMIT_MESSAGE", "basic\tsrc/main/java/App.java and more"},
 	{"HF_REPO", "hf_internal_model_v2"},
 	{"STRIPE_MODE", "sk_test_mode"},
 	{"AIZA", "AIzaShort"},
@@ -326,5 +329,29 @@ func BenchmarkCommandEnv(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		commandEnv(env, rules, nil, "/state", "sess")
+	}
+}
+
+// TestScrubGitConfig: git's paired configuration variables go or stay
+// together: all of them when one entry carries a credential (git would
+// refuse to run with a key removed and its value left), none when they
+// set something else, such as safe.directory in a container.
+func TestScrubGitConfig(t *testing.T) {
+	for _, tt := range []struct {
+		env  []string
+		kept bool
+	}{
+		{[]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"}, true},
+		{[]string{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*",
+			"GIT_CONFIG_KEY_1=http.https://github.com/.extraheader", "GIT_CONFIG_VALUE_1=AUTHORIZATION: basic x"}, false},
+		{[]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.https://github.com/.insteadOf", "GIT_CONFIG_VALUE_0=https://ada:pw@github.com/"}, false},
+		{[]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=credential.helper", "GIT_CONFIG_VALUE_0=store"}, false},
+	} {
+		got := commandEnv(tt.env, &envConfig{}, nil, "/state", "")
+		for _, kv := range tt.env {
+			if slices.Contains(got, kv) != tt.kept {
+				t.Errorf("%q: %s kept %v, want %v", tt.env, kv, !tt.kept, tt.kept)
+			}
+		}
 	}
 }
