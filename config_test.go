@@ -180,6 +180,14 @@ func TestStateDirNotOurs(t *testing.T) {
 	if after := modes(); r.code != 1 || !strings.Contains(r.stderr, "is group or other accessible (mode 0755)") || strings.Contains(r.stderr, "restored") || after != before {
 		t.Errorf("a directory of other things: exit %d, stderr %q, modes %s (were %s)", r.code, r.stderr, after, before)
 	}
+	shut := filepath.Join(e.dir, "shut") // closed, not opened: the same
+	os.Mkdir(shut, 0o700)
+	os.WriteFile(filepath.Join(shut, "notes.txt"), nil, 0o600)
+	os.Chmod(shut, 0o500)
+	r = e.run(bashReq("true", ""), "-state-dir", shut)
+	if fi, err := os.Stat(shut); r.code != 1 || !strings.Contains(r.stderr, "holds files bashcall does not make there, and its mode is 0500") || err != nil || fi.Mode().Perm() != 0o500 {
+		t.Errorf("a closed directory of other things: exit %d, stderr %q, mode %v", r.code, r.stderr, fi.Mode())
+	}
 	if os.Geteuid() != 0 {
 		return
 	}

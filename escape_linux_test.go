@@ -321,8 +321,9 @@ func TestTamperingRepaired(t *testing.T) {
 				attack = `chmod 000 "$BASHCALL_HOME" "$XDG_STATE_HOME/bashcall"; sleep 30`
 				e.call(sessionReq("bash", `{"command":`+jsonString(attack)+`,"description":"d","run_in_background":true}`, "A"))
 				time.Sleep(300 * time.Millisecond)
-				if r := e.call(sessionReq("bash", `{"command":"echo after","description":"d"}`, "A")); r.text() != "after\n" {
-					t.Errorf("a call after the state dirs were closed: %q", r.text())
+				if r := e.run(sessionReq("bash", `{"command":"echo after","description":"d"}`, "A")); decodeResponse(t, r.stdout).text() != "after\n" {
+					t.Logf("stderr: %s", r.stderr)
+					t.Errorf("a call after the state dirs were closed: %q", decodeResponse(t, r.stdout).text())
 				}
 				if r := e.call(sessionReq("bash_list", `{}`, "B")); !strings.Contains(r.text(), "bash-1 running") {
 					t.Errorf("B's list after the state dirs were closed = %q", r.text())

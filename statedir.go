@@ -3,7 +3,7 @@ package main
 // The state dir: private (0700, ours) or refused, and its layout, owned
 // here. Everything bashcall keeps between invocations lives in it.
 //
-//	spill/                        complete copies of foreground output (spill.go)
+//	spill/, spill.lock            complete copies of foreground output (spill.go)
 //	calls/                        live foreground calls' trees (calls.go)
 //	lock, next-id                 the id counter, taken under an flock
 //	tasks/bash-N/task.json        what was started, by whom (an owner key)
@@ -167,19 +167,29 @@ func checkAncestor(dir, p string, fi fs.FileInfo, label, choose string) error {
 // anything bashcall does not make there is not bashcall's to change (a
 // state dir named by mistake: /etc, a home), and is refused as it is.
 func checkPrivateDir(dir string) error {
-	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 {
-		if fi.Mode().Perm()&0o077 == 0 {
-			repairMode(dir, fi) // closed to us (chmod 000): ours again, no one else's
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != 0o700 && ownedByMe(fi) {
+		was := fi.Mode().Perm()
+		closed := was&0o077 == 0 // chmod 000: it cannot be listed as it is
+		if closed {
+			os.Chmod(dir, 0o700) // to look inside; no one else gains by it
 		}
-		if onlyStateEntries(dir) {
+		switch {
+		case onlyStateEntries(dir):
+			if closed {
+				warnf("bashcall: restored mode 0700 of %q (it was %04o)", dir, was)
+			}
 			repairTree(dir)
+		case closed:
+			os.Chmod(dir, was)
+			return &hintError{fmt.Errorf("state dir %q holds files bashcall does not make there, and its mode is %04o", dir, was),
+				"choose another with " + stateChoose}
 		}
 	}
 	return checkOwnDir(dir, "state dir", stateChoose)
 }
 
 // stateEntries are the names bashcall makes at the top of a state dir.
-var stateEntries = []string{"calls", "lock", "next-id", "sessions", "spill", "tasks",
+var stateEntries = []string{"calls", "lock", "next-id", "sessions", "spill", "spill.lock", "tasks",
 	"workspaces", "workspaces.lock", "written", "written.lock", "spools", "spools.lock"}
 
 // onlyStateEntries reports whether dir holds nothing but stateEntries
