@@ -112,7 +112,10 @@ func ownDirs(getenv func(string) string, stateDir string) ([]string, error) {
 	if def := defaultStateDir(getenv); def != "" {
 		if c := canonicalPrefix(def); c != stateDir {
 			out = append(out, c)
-			if fi, err := os.Lstat(c); err == nil && fi.IsDir() {
+			// Its list is read only if it is a state dir of ours that
+			// no one else could have written (a $XDG_STATE_HOME in a
+			// shared directory is not): it is withheld either way.
+			if fi, err := os.Lstat(c); err == nil && fi.IsDir() && ownedByMe(fi) && checkAncestry(def, c, true, "state dir", stateChoose) == nil {
 				if fi.Mode().Perm()&0o077 == 0 {
 					repairMode(c, fi) // a command closed it (chmod 000): ours again
 				}
@@ -244,7 +247,7 @@ func canonicalPrefix(p string) string {
 // does not govern chmod) gets its private mode back and is opened again,
 // rather than failing every later call that needs it.
 func openOwn(p string, flag int) (*os.File, error) {
-	flag |= syscall.O_NOFOLLOW
+	flag |= syscall.O_NOFOLLOW | syscall.O_NONBLOCK // a FIFO put there must not hang the open
 	f, err := os.OpenFile(p, flag, 0o600)
 	if errors.Is(err, fs.ErrPermission) {
 		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().IsRegular() {
@@ -252,7 +255,14 @@ func openOwn(p string, flag int) (*os.File, error) {
 			f, err = os.OpenFile(p, flag, 0o600)
 		}
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%q is not a regular file", p)
+	}
+	return f, nil
 }
 
 // repairMode gives a directory or file of bashcall's own back its private

@@ -85,8 +85,11 @@ func spoolList(stateDir string) string { return filepath.Join(stateDir, "spools"
 
 // spoolEntry is a listed spool dir and the directory it was, by device,
 // inode and birth time (a removed directory's inode number is soon given
-// to the next one): a path removed and made again is not a spool dir any
-// more, and is neither withheld nor protected.
+// to the next one; birth times tick at the kernel's clock tick, a few
+// ms): a path removed and made again is not a spool dir any more, and is
+// neither withheld nor protected. (Removing a spool dir needs write
+// access to its parent, which serve refuses to share with confined calls:
+// this keeps a stale entry from refusing calls, it is no barrier.)
 type spoolEntry struct {
 	Path  string `json:"path"`
 	Dev   uint64 `json:"dev"`
@@ -106,8 +109,11 @@ func spoolEntryOf(p string) (spoolEntry, error) {
 	return spoolEntry{Path: p, Dev: dev, Ino: ino, Birth: birth}, err
 }
 
-// listedSpools are the entries of the list at p that are still current;
-// a line being written meanwhile does not decode, and is skipped.
+// listedSpools are the entries of the list at p that are still current.
+// A line that is a path alone (as an earlier release wrote them) stands
+// for the directory there now. The list is written whole by a rename, so
+// a line that is neither is damage, and refuses: withholding less than
+// the list says would open the spool dirs it names.
 func listedSpools(p string) ([]spoolEntry, error) {
 	data, err := readPrivate(p)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -116,8 +122,19 @@ func listedSpools(p string) ([]spoolEntry, error) {
 	var out []spoolEntry
 	for _, line := range strings.Split(string(data), "\n") {
 		var e spoolEntry
-		if json.Unmarshal([]byte(line), &e) == nil && filepath.IsAbs(e.Path) && e.current() {
-			out = append(out, e)
+		var path string
+		switch {
+		case line == "":
+		case json.Unmarshal([]byte(line), &e) == nil && filepath.IsAbs(e.Path):
+			if e.current() {
+				out = append(out, e)
+			}
+		case json.Unmarshal([]byte(line), &path) == nil && filepath.IsAbs(path):
+			if now, err := spoolEntryOf(path); err == nil {
+				out = append(out, now)
+			}
+		default:
+			return nil, fmt.Errorf("%q holds a line that names no spool dir: %.80q", p, line)
 		}
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // nobody is the uid the tests give files to, or run bashcall as, when a
@@ -307,5 +309,33 @@ func TestPublishNoReplace(t *testing.T) {
 		if b, _ := os.ReadFile(p); string(b) != "first\n" {
 			t.Errorf("after %s: %q, want the first", name, b)
 		}
+	}
+}
+
+// TestSpoolListLines: a spool list's line is an entry (withheld while its
+// path is the directory listed), or a path alone (withheld while it
+// exists); any other line refuses, rather than withhold less.
+func TestSpoolListLines(t *testing.T) {
+	dir := t.TempDir()
+	spool, gone := filepath.Join(dir, "spool"), filepath.Join(dir, "gone")
+	os.Mkdir(spool, 0o700)
+	os.Mkdir(gone, 0o700)
+	entry, err := spoolEntryOf(gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := json.Marshal(entry)
+	os.Remove(gone)
+	time.Sleep(50 * time.Millisecond) // file times tick at the kernel's clock tick
+	os.Mkdir(gone, 0o700)             // the same path, another directory
+	list := filepath.Join(dir, "spools")
+	os.WriteFile(list, []byte(string(line)+"\n"+jsonString(spool)+"\n"), 0o600)
+	got, err := listedSpools(list)
+	if err != nil || len(got) != 1 || got[0].Path != spool {
+		t.Errorf("listedSpools = %+v, %v; want %s alone", got, err, spool)
+	}
+	os.WriteFile(list, []byte(jsonString(spool)+"\n{\"path\n"), 0o600)
+	if _, err := listedSpools(list); err == nil || !strings.Contains(err.Error(), "holds a line that names no spool dir") {
+		t.Errorf("a damaged line: %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes on dir (made if missing), for a
@@ -199,4 +201,27 @@ func TestRingFullDisk(t *testing.T) {
 	cursor = check("past a refused write", cursor, gap, true)
 	write(3000)
 	check("after that", cursor, cursor, false)
+}
+
+// TestOpenOwnNotRegular: a FIFO or a directory where bashcall keeps a
+// list is refused at once, never waited on.
+func TestOpenOwnNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "spools")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := readPrivate(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+			t.Errorf("a FIFO: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a FIFO hangs")
+	}
+	if _, err := readPrivate(dir); err == nil {
+		t.Errorf("a directory read as a list")
+	}
 }
