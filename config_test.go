@@ -143,7 +143,7 @@ func TestStateDirRefused(t *testing.T) {
 	}
 	for _, dir := range []string{file, filepath.Join(file, "sub")} {
 		r = e.run(bashReq("true", ""), "-state-dir", dir)
-		if r.code != 1 || !strings.Contains(r.stderr, `creating the state dir "`+dir+`"`) || !strings.Contains(r.stderr, "\nhint: choose another with -state-dir") {
+		if r.code != 1 || !strings.Contains(r.stderr, `state dir "`+dir+`"`) || !strings.Contains(r.stderr, "not a directory") || !strings.Contains(r.stderr, "\nhint: choose another with -state-dir") {
 			t.Errorf("a file: exit %d, stderr %q", r.code, r.stderr)
 		}
 	}

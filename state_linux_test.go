@@ -225,3 +225,36 @@ func TestOpenOwnNotRegular(t *testing.T) {
 		t.Errorf("a directory read as a list")
 	}
 }
+
+// TestMakeBeneath: the directories of a new state or spool dir are made
+// one at a time through descriptors, so that a symbolic link, or another
+// user's directory, that appears on the way (in a sticky /tmp, between
+// the check of the path and its making) is refused, and nothing is made
+// where it points.
+func TestMakeBeneath(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(dir, "elsewhere")
+	os.Mkdir(elsewhere, 0o755)
+	os.Symlink(elsewhere, filepath.Join(dir, "link"))
+	if err := makeBeneath(dir, "link/state"); err == nil || !strings.Contains(err.Error(), "is not a directory (a symbolic link put there?)") {
+		t.Errorf("through a link: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "state")); err == nil {
+		t.Errorf("made through the link")
+	}
+	if err := makeBeneath(dir, "a/b/c"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "a", "b", "c")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("a/b/c: %v, %v", fi, err)
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	theirs := filepath.Join(dir, "theirs")
+	os.Mkdir(theirs, 0o755)
+	os.Chown(theirs, 65534, 65534)
+	if err := makeBeneath(dir, "theirs/state"); err == nil || !strings.Contains(err.Error(), "was made by uid 65534") {
+		t.Errorf("through their directory: %v", err)
+	}
+}

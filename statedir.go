@@ -46,6 +46,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // hintError is an error with advice for the person reading it, printed on
@@ -81,7 +83,11 @@ const stateChoose = "-state-dir or $BASHCALL_STATE_DIR"
 // makeOwnDir creates dir (0700, with its missing parents) once what
 // exists of its path has passed checkAncestry, so that nothing is made
 // through another user's directory or symbolic link, and returns its
-// absolute and canonical paths.
+// absolute and canonical paths. The missing directories are made one at
+// a time, each opened without following a symbolic link and checked to
+// be this user's before the next is made in it: a link or directory
+// another user puts on the way meanwhile (in a sticky /tmp) is refused,
+// not followed.
 func makeOwnDir(dir, label, choose string) (abs, canon string, err error) {
 	if abs, err = filepath.Abs(dir); err != nil {
 		return "", "", fmt.Errorf("%s %q: %w", label, dir, err)
@@ -98,14 +104,45 @@ func makeOwnDir(dir, label, choose string) (abs, canon string, err error) {
 		if err := checkAncestry(have, resolved, false, label, choose); err != nil {
 			return "", "", err
 		}
-	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return "", "", &hintError{fmt.Errorf("creating the %s %q: %w", label, dir, err), "choose another with " + choose}
+		if err := makeBeneath(resolved, strings.TrimPrefix(abs[len(have):], "/")); err != nil {
+			return "", "", &hintError{fmt.Errorf("creating the %s %q: %w", label, dir, err), "choose another with " + choose}
+		}
 	}
 	if canon, err = filepath.EvalSymlinks(abs); err != nil {
 		return "", "", fmt.Errorf("%s %q: %w", label, dir, err)
 	}
 	return abs, canon, nil
+}
+
+// makeBeneath makes the directories of rest (a relative path) beneath
+// the directory parent, 0700, through descriptors (mkdirat, then openat
+// with O_NOFOLLOW), and refuses one on the way that is a symbolic link or
+// not this user's.
+func makeBeneath(parent, rest string) error {
+	fd, err := unix.Open(parent, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	for at, name := parent, ""; rest != ""; {
+		name, rest, _ = strings.Cut(rest, "/")
+		at = filepath.Join(at, name)
+		if err := unix.Mkdirat(fd, name, 0o700); err != nil && err != unix.EEXIST {
+			unix.Close(fd)
+			return fmt.Errorf("mkdir %s: %w", at, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%s is not a directory (a symbolic link put there?): %w", at, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(next, &st); err != nil || int(st.Uid) != os.Geteuid() {
+			unix.Close(next)
+			return fmt.Errorf("%s was made by uid %d meanwhile", at, st.Uid)
+		}
+		fd = next
+	}
+	return unix.Close(fd)
 }
 
 // checkAncestry refuses a directory of bashcall's (the label says which)
