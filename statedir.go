@@ -119,7 +119,7 @@ func makeOwnDir(dir, label, choose string) (abs, canon string, err error) {
 // with O_NOFOLLOW), and refuses one on the way that is a symbolic link or
 // not this user's.
 func makeBeneath(parent, rest string) error {
-	fd, err := unix.Open(parent, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(parent, dirOnly, 0)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func makeBeneath(parent, rest string) error {
 			unix.Close(fd)
 			return fmt.Errorf("mkdir %s: %w", at, err)
 		}
-		next, err := unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		next, err := unix.Openat(fd, name, dirOnly|unix.O_NOFOLLOW, 0)
 		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("%s is not a directory (a symbolic link put there?): %w", at, err)

@@ -380,3 +380,7 @@ func fileIdentity(p string) (dev, ino uint64, birth int64, err error) {
 	}
 	return unix.Mkdev(st.Dev_major, st.Dev_minor), st.Ino, birth, nil
 }
+
+// dirOnly opens a directory to make and open entries beneath it, as
+// search permission alone allows (O_PATH: a home of mode 0311 is one).
+const dirOnly = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC

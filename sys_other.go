@@ -12,6 +12,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // processIdentity is false: a pid cannot be told from a reused one here,
@@ -92,3 +94,6 @@ func fileIdentity(p string) (dev, ino uint64, birth int64, err error) {
 	}
 	return uint64(st.Dev), uint64(st.Ino), 0, nil
 }
+
+// dirOnly opens a directory to make and open entries beneath it.
+const dirOnly = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
