@@ -13,11 +13,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestReadConfinement: session B's confined grep over the state dir finds
@@ -286,19 +283,7 @@ func TestOtherTerminal(t *testing.T) {
 	for _, user := range []string{"root", "nobody"} {
 		t.Run(user, func(t *testing.T) {
 			e := newConfinedEnv(t, "")
-			master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-			if err != nil {
-				t.Skipf("no pseudo-terminal: %v", err)
-			}
-			defer master.Close()
-			if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-				t.Fatal(err)
-			}
-			n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			slave := fmt.Sprintf("/dev/pts/%d", n)
+			master, slave := openPTY(t)
 			if user == "nobody" {
 				e.asNobody()
 				if err := os.Chown(slave, nobodyID, nobodyID); err != nil {

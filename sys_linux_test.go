@@ -64,19 +64,8 @@ func TestTerminalHint(t *testing.T) {
 			t.Errorf("stdin %s: %q", dev, out)
 		}
 	}
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetUint32(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	ptmx, slave := openPTY(t)
+	pts, err := os.OpenFile(slave, os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,4 +81,23 @@ func TestTerminalHint(t *testing.T) {
 	if err := c.Wait(); err != nil || !strings.Contains(stderr.String(), hint) || !strings.Contains(stderr.String(), "(no background tasks)") {
 		t.Errorf("stdin a terminal: %v, %q", err, stderr.String())
 	}
+}
+
+// openPTY opens a pseudo-terminal's master, closed at the test's end, and
+// names its slave; the test is skipped where there is none.
+func openPTY(t *testing.T) (*os.File, string) {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return master, fmt.Sprintf("/dev/pts/%d", n)
 }

@@ -456,18 +456,25 @@ func TestReadWithheldAliased(t *testing.T) {
 	}
 }
 
+// serveEcho has serve answer, in spool, a call named name that echoes
+// word, and checks the answer.
+func serveEcho(t *testing.T, e *testEnv, spool, name, word string) {
+	t.Helper()
+	drop(t, spool, name, `{"name":"bash","arguments":{"command":"echo `+word+`","description":"d"}}`)
+	if r := e.run("", "serve", "-spool", spool, "-once"); r.code != 0 {
+		t.Fatalf("serve: exit %d: %s", r.code, r.stderr)
+	}
+	if got := awaitResponse(t, spool, name).text(); got != word+"\n" {
+		t.Fatalf("%s = %q", name, got)
+	}
+}
+
 // TestSpoolWithheld: a confined call that serve runs cannot read the
 // spool dir: other calls' requests and responses.
 func TestSpoolWithheld(t *testing.T) {
 	e := newConfinedEnv(t, "")
 	dir := e.spoolDir()
-	drop(t, dir, "a.json", `{"name":"bash","arguments":{"command":"echo SECRET-OUTPUT-A","description":"d"}}`)
-	if r := e.run("", "serve", "-spool", dir, "-once"); r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
-	}
-	if got := awaitResponse(t, dir, "a.json").text(); got != "SECRET-OUTPUT-A\n" {
-		t.Fatalf("a = %q", got)
-	}
+	serveEcho(t, e, dir, "a.json", "SECRET-OUTPUT-A")
 	drop(t, dir, "b.json", `{"name":"bash","arguments":{"command":"cat `+filepath.Join(dir, "out", "a.json")+`; ls `+filepath.Join(dir, "out")+`; echo done","description":"d"}}`)
 	if r := e.run("", "serve", "-spool", dir, "-once"); r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -489,13 +496,7 @@ func TestOwnDirsWithheld(t *testing.T) {
 	e := newConfinedEnv(t, "")
 	e.extraEnv = []string{"XDG_STATE_HOME=" + filepath.Join(e.dir, "xdg"), "XDG_CACHE_HOME=" + filepath.Join(e.dir, "cache")}
 	spool := e.spoolDir()
-	drop(t, spool, "a.json", `{"name":"bash","arguments":{"command":"echo SECRET-SPOOL","description":"d"}}`)
-	if r := e.run("", "serve", "-spool", spool, "-once"); r.code != 0 {
-		t.Fatalf("serve: exit %d: %s", r.code, r.stderr)
-	}
-	if got := awaitResponse(t, spool, "a.json").text(); got != "SECRET-SPOOL\n" {
-		t.Fatalf("a = %q", got)
-	}
+	serveEcho(t, e, spool, "a.json", "SECRET-SPOOL")
 	def := filepath.Join(e.dir, "xdg", "bashcall")
 	if r := e.run(startReq("echo SECRET-TASK", "D"), "-state-dir", def); r.code != 0 {
 		t.Fatalf("task: exit %d: %s", r.code, r.stderr)
