@@ -101,11 +101,10 @@ func grantFor(denyRead []string, home, stateDir string, own ...string) readGrant
 // default state dir when the call uses another (the tasks of a host that
 // names none live there), and the spool dirs that serve listed in either
 // (listSpool) and that are still the directories listed, whoever's calls
-// those are. The
-// default state dir counts whether or not it exists: a command that could
-// create it would choose the standing modes of every session of a host
-// that names none. A list that cannot be read refuses the call: it is
-// all that keeps those directories from it.
+// those are. The default state dir counts whether or not it exists: a
+// command that could create it would choose the standing modes of every
+// session of a host that names none. A list that cannot be read refuses
+// the call: it is all that keeps those directories from it.
 func ownDirs(getenv func(string) string, stateDir string) ([]string, error) {
 	lists := []string{stateDir}
 	var out []string
