@@ -137,8 +137,9 @@ var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.c
 func deniedPaths(denyRead []string, home string, own ...string) []string {
 	var out []string
 	seen := map[string]bool{}
+	readlink := memoReadlink() // the paths share their first directories
 	add := func(p string) {
-		c := canonicalPrefix(p)
+		c := resolvePrefix(p, readlink)
 		if seen[c] || c == "/" {
 			return
 		}
