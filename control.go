@@ -212,28 +212,7 @@ func passwdHome(uid int) string {
 // on the way is followed, a dangling one too, and ".." is taken after the
 // symlink before it. What does not exist, or cannot be looked at, is kept
 // as named; a relative p is taken from the working directory.
-func canonicalPrefix(p string) string { return resolvePrefix(p, os.Readlink) }
-
-// memoReadlink is os.Readlink, each path read once: for resolving many
-// paths with the same directories on the way at one moment (deniedPaths).
-func memoReadlink() func(string) (string, error) {
-	type link struct {
-		target string
-		err    error
-	}
-	seen := map[string]link{}
-	return func(p string) (string, error) {
-		l, ok := seen[p]
-		if !ok {
-			l.target, l.err = os.Readlink(p)
-			seen[p] = l
-		}
-		return l.target, l.err
-	}
-}
-
-// resolvePrefix is canonicalPrefix with readlink reading the links.
-func resolvePrefix(p string, readlink func(string) (string, error)) string {
+func canonicalPrefix(p string) string {
 	if !filepath.IsAbs(p) {
 		if wd, err := os.Getwd(); err == nil {
 			p = wd + "/" + p // not cleaned: ".." follows the symlinks before it
@@ -248,7 +227,7 @@ func resolvePrefix(p string, readlink func(string) (string, error)) string {
 			continue
 		}
 		next := filepath.Join(resolved, c) // ".." is resolved's parent: it holds no symlink
-		target, err := readlink(next)
+		target, err := os.Readlink(next)
 		if err != nil || links >= 40 {
 			resolved = next // not a symlink, not there, or a loop
 			continue

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -181,29 +180,11 @@ func (w withheldSet) refuses(r landlockRule, st *unix.Stat_t) bool {
 		typ == unix.S_IFREG && st.Nlink > 1 || r.NotDir && typ == unix.S_IFDIR
 }
 
-// heldRulePaths is how many of the rules' paths addRules keeps open
-// before it closes them: a few system calls for a ruleset rather than one
-// per rule, and few descriptors taken from the rest of the process.
-const heldRulePaths = 32
-
 // addRules adds rules to the ruleset rfd, which it closes if one fails.
 // A rule that w refuses grants nothing and is skipped.
 func addRules(rfd int, rules []landlockRule, w withheldSet) (int, error) {
-	held := make([]int, 0, heldRulePaths)
-	defer func() { closeRuns(held) }()
 	for _, r := range rules {
-		if len(held) == heldRulePaths {
-			held = closeRuns(held)
-		}
-		fd, err := addPathRule(rfd, r, w)
-		if (errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)) && len(held) > 0 {
-			held = closeRuns(held) // out of descriptors: none held, then again
-			fd, err = addPathRule(rfd, r, w)
-		}
-		if fd >= 0 {
-			held = append(held, fd)
-		}
-		if err != nil {
+		if err := addPathRule(rfd, r, w); err != nil {
 			unix.Close(rfd)
 			return -1, err
 		}
@@ -211,46 +192,26 @@ func addRules(rfd int, rules []landlockRule, w withheldSet) (int, error) {
 	return rfd, nil
 }
 
-// closeRuns closes the descriptors fds, each run of consecutive numbers
-// with one close_range: every number of a run is one of fds, so nothing
-// else of the process is closed. It returns fds emptied.
-func closeRuns(fds []int) []int {
-	slices.Sort(fds)
-	for i := 0; i < len(fds); {
-		j := i
-		for j+1 < len(fds) && fds[j+1] == fds[j]+1 {
-			j++
-		}
-		if j == i || unix.CloseRange(uint(fds[i]), uint(fds[j]), 0) != nil {
-			for _, fd := range fds[i : j+1] {
-				unix.Close(fd)
-			}
-		}
-		i = j + 1
-	}
-	return fds[:0]
-}
-
-// addPathRule adds one rule and returns its path's descriptor, still open
-// (-1 where there is none). A writable path that does not exist grants
+// addPathRule adds one rule. A writable path that does not exist grants
 // nothing and is skipped; "/" must exist. The paths arrive canonical, so
 // they are opened without following any symlink: one swapped in since
 // bashcall checked the path (by a command of another call, in /tmp say)
 // fails the launcher instead of widening the sandbox. An entry of a split
 // directory that w refuses is skipped: a rule on it would grant what is
 // withheld.
-func addPathRule(rfd int, r landlockRule, w withheldSet) (int, error) {
+func addPathRule(rfd int, r landlockRule, w withheldSet) error {
 	fd, st, err := openRulePath(r.Path)
 	if errors.Is(err, unix.ENOENT) && r.Path != "/" {
-		return -1, nil
+		return nil
 	}
 	if err != nil {
-		return -1, err
+		return err
 	}
+	defer unix.Close(fd)
 	if w.refuses(r, &st) {
-		return fd, nil
+		return nil
 	}
-	return fd, addRuleAt(rfd, fd, &st, r)
+	return addRuleAt(rfd, fd, &st, r)
 }
 
 // openRulePath opens a rule's path, without following any symlink, as an

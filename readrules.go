@@ -137,9 +137,8 @@ var defaultDenyRead = []string{"~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.c
 func deniedPaths(denyRead []string, home string, own ...string) []string {
 	var out []string
 	seen := map[string]bool{}
-	readlink := memoReadlink() // the paths share their first directories
 	add := func(p string) {
-		c := resolvePrefix(p, readlink)
+		c := canonicalPrefix(p)
 		if seen[c] || c == "/" {
 			return
 		}

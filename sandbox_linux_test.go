@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,85 +340,5 @@ func TestLauncherOwnNamespace(t *testing.T) {
 	}
 	if after, _ := os.ReadFile("/proc/self/mountinfo"); string(after) != string(before) {
 		t.Errorf("the host's mounts changed:\n%s\nwas:\n%s", after, before)
-	}
-}
-
-// TestCloseRuns: closeRuns closes the descriptors it is given, a run of
-// consecutive ones at a time, and no other: not the one between two runs,
-// nor those just below and above them.
-func TestCloseRuns(t *testing.T) {
-	null, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(null)
-	const first, last, kept = 900, 908, 904 // 900 and 908 are not given either
-	for fd := first; fd <= last; fd++ {
-		if err := unix.Dup3(null, fd, unix.O_CLOEXEC); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		for fd := first; fd <= last; fd++ {
-			unix.Close(fd)
-		}
-	}()
-	given := []int{907, 901, 903, 902, 905, 906}
-	if rest := closeRuns(slices.Clone(given)); len(rest) != 0 {
-		t.Errorf("closeRuns left %v", rest)
-	}
-	for fd := first; fd <= last; fd++ {
-		_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
-		if open := err == nil; open == slices.Contains(given, fd) {
-			t.Errorf("descriptor %d open = %v after closeRuns(%v)", fd, open, given)
-		}
-	}
-}
-
-// TestAddRulesFewDescriptors: a ruleset of more rules than the process
-// has descriptors left is built all the same (the paths held open are
-// closed when no more can be opened), and leaves no descriptor open.
-func TestAddRulesFewDescriptors(t *testing.T) {
-	abi := requireABI(t, 1)
-	dir := t.TempDir()
-	var rules []landlockRule
-	for i := range 3 * heldRulePaths {
-		p := filepath.Join(dir, fmt.Sprint(i))
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		rules = append(rules, landlockRule{Path: p, Access: accessReadFile})
-	}
-	attr := rulesetAttr{handledAccessFS: uint64(accessReadFile)}
-	rfd, err := landlockCreateRuleset(&attr, attr.size(abi), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(rfd)
-	open := func() int {
-		ents, err := os.ReadDir("/proc/self/fd")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(ents) - 1 // the listing's own
-	}
-	var was syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &was); err != nil {
-		t.Fatal(err)
-	}
-	before := open()
-	low := syscall.Rlimit{Cur: uint64(before + 5), Max: was.Max}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	_, err = addRules(rfd, rules, withheldSet{})
-	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &was); rerr != nil {
-		t.Fatal(rerr)
-	}
-	if err != nil {
-		t.Fatalf("addRules of %d rules with 5 descriptors to spare: %v", len(rules), err)
-	}
-	if after := open(); after != before {
-		t.Errorf("%d descriptors open after addRules, %d before", after, before)
 	}
 }
