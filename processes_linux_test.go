@@ -138,3 +138,64 @@ perl -e 'my $p = fork(); if ($p == 0) { exit 0 } waitpid($p, 0); print "perl-for
 		})
 	}
 }
+
+// TestJoinedUserNamespace: a confined command cannot join a user
+// namespace that exists already, which would give it every capability
+// there (the owner of a user namespace needs none to enter it): not its
+// own, which the kernel alone refuses with EINVAL, and, as root, not one
+// that another process made and that is bound where the command can open
+// it. setns answers EPERM.
+func TestJoinedUserNamespace(t *testing.T) {
+	requireABI(t, 1)
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("needs nsenter (util-linux)")
+	}
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			script := "nsenter --user=/proc/self/ns/user true; echo \"own: $?\"\n"
+			if os.Geteuid() == 0 {
+				bound := bindUserNamespace(t, e.workspace+"/userns")
+				script += "nsenter --preserve-credentials --user=" + bound + " grep CapEff /proc/self/status; echo \"other: $?\"\n"
+			}
+			text := e.call(bashReq(script, "")).text()
+			if strings.Contains(text, "CapEff") || strings.Contains(text, "Invalid argument") || !strings.Contains(text, "own: 1\n") {
+				t.Errorf("a user namespace was joined, or refused by the kernel alone:\n%s", text)
+			}
+			if n := strings.Count(text, "Operation not permitted"); n != strings.Count(script, "nsenter") {
+				t.Errorf("%d of the setns calls answered EPERM:\n%s", n, text)
+			}
+		})
+	}
+}
+
+// bindUserNamespace starts a process in a user namespace of its own, in
+// which the test's user is root, and binds that namespace at path (an
+// nsfs file, as `mount --bind /proc/PID/ns/user` makes it). Both are
+// undone at the test's end.
+func bindUserNamespace(t *testing.T, path string) string {
+	t.Helper()
+	holder := exec.Command("sleep", "60")
+	holder.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}
+	if err := holder.Start(); err != nil {
+		t.Skipf("cannot make a user namespace here: %v", err)
+	}
+	t.Cleanup(func() {
+		holder.Process.Kill()
+		holder.Wait()
+	})
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("/proc/%d/ns/user", holder.Process.Pid)
+	if err := unix.Mount(ns, path, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind %s: %v", ns, err)
+	}
+	t.Cleanup(func() { unix.Unmount(path, unix.MNT_DETACH) })
+	return path
+}

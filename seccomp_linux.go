@@ -26,6 +26,15 @@ package main
 // process). The kernel's keyrings are not namespaced (root's user keyring
 // is every root process's): keyctl, add_key and request_key are refused
 // with EPERM, as Docker's profile does.
+//
+// No new user namespace (unshare, clone), and none joined: the owner of a
+// user namespace needs no capability to enter it and has every one
+// there, so a root command that can open one made by another root
+// process (bound on a file, say) would get CAP_DAC_OVERRIDE back over
+// root's files. setns is refused with EPERM whatever its namespace type:
+// a descriptor's type 0 joins a user namespace too, and every other type
+// needs a capability in the caller's own user namespace, which a confined
+// command has none of.
 
 import (
 	"errors"
@@ -75,6 +84,7 @@ func selfChecks() []seccompCheck {
 		{nr: unix.SYS_UNSHARE, denyBits: unix.CLONE_NEWUSER, errno: unix.EPERM},
 		{nr: unix.SYS_CLONE, denyBits: unix.CLONE_NEWUSER, errno: unix.EPERM},
 		{nr: unix.SYS_CLONE3, modeArg: -1, errno: unix.ENOSYS}, // flags in memory: callers fall back to clone
+		{nr: unix.SYS_SETNS, modeArg: -1, errno: unix.EPERM},
 		{nr: unix.SYS_FCNTL, denyCmd: unix.F_SETLEASE, errno: unix.EPERM},
 		{nr: unix.SYS_KEYCTL, modeArg: -1, errno: unix.EPERM},
 		{nr: unix.SYS_ADD_KEY, modeArg: -1, errno: unix.EPERM},
