@@ -134,8 +134,8 @@ func nativeLaunch(spec *runSpec) (argv []string, files []*os.File, ok bool) {
 	if rfd >= 0 {
 		ruleset = os.NewFile(uintptr(rfd), "landlock-ruleset")
 	}
-	if len(msg) > 4096 {
-		msg = msg[:4096]
+	if msg[0] == 'S' && len(msg) > 4096 {
+		msg = msg[:4096] // a reason, cut short; a program is sent whole
 	}
 	w.Write(msg) // far below a pipe's capacity: never blocks
 	argv = append([]string{"/proc/self/fd/" + strconv.Itoa(nativeSelfFD)}, spec.Argv[1:]...)
