@@ -24,7 +24,7 @@ func seqByte(x int64) byte {
 // lossy; never bytes of two laps of the ring spliced together.
 func TestRingContiguity(t *testing.T) {
 	tk := &task{id: "bash-1", dir: t.TempDir(), meta: taskMeta{MaxOutputBytes: 500, MaxSpillBytes: 0}}
-	outs, err := openTaskStreams(tk)
+	outs, err := openTaskStreams(tk, true)
 	if err != nil {
 		t.Fatal(err)
 	}

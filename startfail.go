@@ -62,7 +62,7 @@ func lastLine(t *task, name string) string {
 // The streams are opened before the task's lock is taken, since opening
 // them takes that lock too.
 func (t *task) failStart(reason error) {
-	outs, outsErr := openTaskStreams(t)
+	outs, outsErr := openTaskStreams(t, false)
 	if outsErr == nil {
 		defer outs[0].close()
 		defer outs[1].close()

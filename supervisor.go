@@ -238,7 +238,7 @@ func (t *task) recordRetrying(f *taskFinal) error {
 
 // supervise runs the command and returns its final status.
 func (t *task) supervise(spec *taskSpec, ready func(), abort chan os.Signal) (*taskFinal, error) {
-	outs, err := openTaskStreams(t)
+	outs, err := openTaskStreams(t, true)
 	if err != nil {
 		return nil, err
 	}

@@ -31,11 +31,23 @@ type diskStream struct {
 }
 
 // openTaskStreams creates the stdout and stderr files of a task. The
-// complete copies go to the spill directory under random names (recorded
-// in full.json), where a confined command can read one by the exact path
-// it was given and cannot find the others.
-func openTaskStreams(t *task) ([2]*diskStream, error) {
-	var s [2]*diskStream
+// complete copies, unless complete is false, go to the spill directory
+// under random names (recorded in full.json), where a confined command can
+// read one by the exact path it was given and cannot find the others. On
+// an error, what it opened is closed again.
+func openTaskStreams(t *task, complete bool) (s [2]*diskStream, err error) {
+	defer func() {
+		if err != nil {
+			for _, d := range s {
+				if d != nil {
+					if d.full != nil {
+						d.dropFull()
+					}
+					d.close()
+				}
+			}
+		}
+	}()
 	fulls := map[string]string{}
 	for i, name := range []string{"stdout", "stderr"} {
 		d := &diskStream{capacity: 2 * t.meta.MaxOutputBytes, spillMax: t.meta.MaxSpillBytes,
@@ -50,6 +62,9 @@ func openTaskStreams(t *task) ([2]*diskStream, error) {
 			return s, err
 		}
 		s[i] = d
+		if !complete {
+			continue
+		}
 		spillDir, err := privateDir(filepath.Dir(filepath.Dir(t.dir)), "spill")
 		if err != nil {
 			continue // no complete copy
