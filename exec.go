@@ -208,10 +208,29 @@ func readLauncherStatus(r *os.File) launcherStatus {
 	switch {
 	case msg == "":
 		return launcherStatus{}
-	case msg[0] == 'S':
+	case msg[0] == 'S' && !shortOfResources(msg):
 		return launcherStatus{failure: validText([]byte(msg[1:]))}
 	}
 	return launcherStatus{execErr: errors.New(validText([]byte(msg[1:])))}
+}
+
+// resourceErrors are what a launcher fails with when the host is short of
+// descriptors, memory or processes at that moment. Confinement that fails
+// with one of them has not found a host without a sandbox: the command
+// could not be started, as a fork or an open fails, and a later call may
+// run; the runner-failure text would send the model after
+// danger-full-access instead.
+var resourceErrors = []string{unix.EMFILE.Error(), unix.ENFILE.Error(), unix.ENOMEM.Error(), unix.EAGAIN.Error()}
+
+// shortOfResources reports whether a launcher's failure, "what: why" as
+// both launchers word it, ends in one of resourceErrors.
+func shortOfResources(msg string) bool {
+	for _, e := range resourceErrors {
+		if strings.HasSuffix(msg, ": "+e) {
+			return true
+		}
+	}
+	return false
 }
 
 // pump copies r into w until EOF or until r is closed.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -198,4 +199,64 @@ func bindUserNamespace(t *testing.T, path string) string {
 	}
 	t.Cleanup(func() { unix.Unmount(path, unix.MNT_DETACH) })
 	return path
+}
+
+// TestFewDescriptors: under a descriptor limit too low for a call, bashcall
+// answers with what ran short, never with "no sandbox backend" (which
+// would send the model after danger-full-access for a passing shortage).
+// A background start that fails is an error, and the task it had
+// allocated shows the reason to a later read and sends no notice. The
+// limits tried run from too few for anything to all that a call needs.
+func TestFewDescriptors(t *testing.T) {
+	requireABI(t, 1)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("needs prlimit (util-linux)")
+	}
+	e := newConfinedEnv(t, "")
+	limited := func(n int, req string) string {
+		c := e.cmd("-text")
+		c.Args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", n, n)}, c.Args...)
+		c.Path = prlimit
+		c.Stdin = strings.NewReader(req)
+		out, _ := c.Output()
+		return string(out)
+	}
+	short := 0
+	for n := 12; n <= 40; n++ {
+		fg := limited(n, bashReq("echo ran", ""))
+		bg := limited(n, sessionReq("bash", `{"command":"true","description":"d","run_in_background":true}`, "A"))
+		for _, text := range []string{fg, bg} {
+			if strings.Contains(text, "no sandbox backend") || strings.Contains(text, "runner") {
+				t.Errorf("nofile %d: %q", n, text)
+			}
+			if strings.Contains(text, "too many open files") {
+				short++
+			}
+		}
+		if fg != "ran\n" && !strings.HasPrefix(fg, "Error: ") || !strings.HasPrefix(bg, "started background task bash-") &&
+			!strings.HasPrefix(bg, "Error: cannot start the background task: ") {
+			t.Errorf("nofile %d: foreground %q, background %q", n, fg, bg)
+		}
+	}
+	if short == 0 {
+		t.Error("no limit was too low: the test tried none it meant to")
+	}
+	tasks, err := readDirNames(filepath.Join(e.stateDir, "tasks"))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("no task was allocated: %v", err)
+	}
+	for _, task := range tasks {
+		e.awaitSettled(task)
+	}
+	list := e.call(sessionReq("bash_list", "{}", "A"))
+	for _, task := range tasks {
+		out := e.call(outputReq(task, "A", "")).text()
+		if strings.Contains(list.text(), task+" killed") && !strings.Contains(out, "too many open files") {
+			t.Errorf("%s, whose start failed, reads %q: no reason", task, out)
+		}
+	}
+	if r := e.call(sessionReq("bash_list", "{}", "A")); strings.Contains(strings.Join(append(list.Notices, r.Notices...), "\n"), "killed") {
+		t.Errorf("a failed start sent a notice: %q", append(list.Notices, r.Notices...))
+	}
 }

@@ -342,3 +342,30 @@ func TestLauncherOwnNamespace(t *testing.T) {
 		t.Errorf("the host's mounts changed:\n%s\nwas:\n%s", after, before)
 	}
 }
+
+// TestLauncherStatusKinds: a launcher's "S" failure is a runner failure,
+// but for one that ends in a shortage of descriptors, memory or
+// processes, which is the command not starting; "E" is always that.
+func TestLauncherStatusKinds(t *testing.T) {
+	for msg, runner := range map[string]bool{
+		`Sopening rule path "/x": too many levels of symbolic links`: true,
+		"Slandlock_restrict_self: operation not permitted":           true,
+		`Sopening rule path "/.dockerenv": too many open files`:      false,
+		"Slandlock_create_ruleset: too many open files in system":    false,
+		"Smount_setattr: cannot allocate memory":                     false,
+		"Sfork: resource temporarily unavailable":                    false,
+		`Eexec "/bin/sh": no such file or directory`:                 false,
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteString(msg)
+		w.Close()
+		st := readLauncherStatus(r)
+		r.Close()
+		if got := st.failure != ""; got != runner || (st.execErr != nil) == runner {
+			t.Errorf("%q: failure %q, exec error %v; want a runner failure: %v", msg, st.failure, st.execErr, runner)
+		}
+	}
+}
