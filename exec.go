@@ -176,7 +176,7 @@ func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 		for _, f := range files[:min(len(files), 2)] { // not the shared memfd
 			f.Close()
 		}
-		if err != nil && native && nativeExecRefused(err) {
+		if err != nil && native && nativeExecRefused(err, spec.Dir) {
 			// A security module or a noexec mount refused to run the
 			// memfd: bashcall itself is the launcher from now on.
 			spec.GoLauncher = true

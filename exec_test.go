@@ -347,6 +347,23 @@ func TestWorkdir(t *testing.T) {
 	}
 }
 
+// TestWorkdirNotEnterable: a workdir that bashcall's user cannot enter is
+// a bad workdir that names it, unconfined and confined, not a start that
+// fails with a bare "permission denied".
+func TestWorkdirNotEnterable(t *testing.T) {
+	for _, config := range []string{"[sandbox]\nmode = \"danger-full-access\"\n", ""} {
+		e := newTestEnv(t, config).asNobody()
+		closed := filepath.Join(e.dir, "closed")
+		if err := os.Mkdir(closed, 0o700); err != nil { // root's
+			t.Fatal(err)
+		}
+		want := `Error: bad workdir "` + closed + `": permission denied`
+		if got := e.call(bashReq("pwd", `"workdir":`+jsonString(closed))).text(); got != want {
+			t.Errorf("config %q: text = %q, want %q", config, got, want)
+		}
+	}
+}
+
 // TestLargeOutputMemory: a command printing far more than the limits keeps
 // a bounded tail, a bounded spill and valid JSON.
 func TestLargeOutputMemory(t *testing.T) {

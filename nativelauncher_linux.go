@@ -43,12 +43,17 @@ var native struct {
 }
 
 // nativeExecRefused reports whether err, from starting the native
-// launcher, says the memfd may not be executed (EACCES from a security
-// module or a noexec policy, ENOEXEC), and if so gives it up for good.
-// EPERM is left to namespaceRefused: it is what a seccomp profile that
-// forbids namespaces answers.
-func nativeExecRefused(err error) bool {
-	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOEXEC) {
+// launcher in dir, says the memfd may not be executed (EACCES from a
+// security module or a noexec policy, ENOEXEC), and if so gives it up for
+// good. An EACCES counts only where dir can be entered: it is also what
+// the change into a directory that cannot be gives. EPERM is left to
+// namespaceRefused: it is what a seccomp profile that forbids namespaces
+// answers.
+func nativeExecRefused(err error, dir string) bool {
+	if dir == "" {
+		dir = "."
+	}
+	if errors.Is(err, unix.EACCES) && unix.Access(dir, unix.X_OK) == nil || errors.Is(err, unix.ENOEXEC) {
 		native.refused.Store(true)
 		return true
 	}

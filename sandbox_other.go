@@ -72,4 +72,4 @@ func nativeLaunch(*runSpec) ([]string, []*os.File, bool) { return nil, nil, fals
 func launcherReport(func(string) string) string { return "launcher: none (only Linux confines calls)" }
 
 // nativeExecRefused: there is no native launcher to refuse.
-func nativeExecRefused(error) bool { return false }
+func nativeExecRefused(error, string) bool { return false }

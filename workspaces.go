@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // workspacePin is what a session's first call recorded of its workspace.
@@ -328,6 +330,11 @@ func canonicalDir(p string) (string, error) {
 	}
 	if !fi.IsDir() {
 		return "", errors.New("not a directory")
+	}
+	// A directory bashcall's user cannot enter would fail the command's
+	// start with a bare "permission denied" that names no path.
+	if err := syscall.Access(c, unix.X_OK); err != nil {
+		return "", err
 	}
 	return c, nil
 }
