@@ -40,10 +40,6 @@ type invocation struct {
 
 // runCall answers the call on stdin.
 func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	sigs := catchSignals()
-	if testOnlyInProcess {
-		defer sigs.stop()
-	}
 	var c commonFlags
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
@@ -52,6 +48,16 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	reaperFlag := fs.String("reaper", "", "")     // for bashcall mcp's children; not in the usage
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
+	}
+	// Before the first thread of bashcall's own (the signals'), which
+	// the runtime could fail to start.
+	if err := roomForThreads(); err != nil {
+		data, rerr := readRequest(stdin)
+		return answerFailure(data, rerr, stdout, *textFlag, err)
+	}
+	sigs := catchSignals()
+	if testOnlyInProcess {
+		defer sigs.stop()
 	}
 	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
 		fmt.Fprintln(stderr, "bashcall: reading one call (JSON) from the terminal; end it with Ctrl-D, or see bashcall -h")

@@ -137,6 +137,12 @@ func dispatch(args, environ []string, stdin io.Reader, stdout, stderr io.Writer)
 		return runLauncher(args[1:])
 	case supervisorArg:
 		return runSupervisor(args[1:], stdin, stdout)
+	case "serve", "mode", "wait", "mcp", "gc":
+		if err := roomForThreads(); err != nil {
+			return err
+		}
+	}
+	switch args[0] {
 	case "serve":
 		return runServe(args[1:], environ, stdout, stderr)
 	case "schema":

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -258,5 +259,40 @@ func TestFewDescriptors(t *testing.T) {
 	}
 	if r := e.call(sessionReq("bash_list", "{}", "A")); strings.Contains(strings.Join(append(list.Notices, r.Notices...), "\n"), "killed") {
 		t.Errorf("a failed start sent a notice: %q", append(list.Notices, r.Notices...))
+	}
+}
+
+// TestFewProcesses: under a limit on the user's processes too low for its
+// threads, bashcall answers a call with an error response naming the
+// limit (exit 1), and a server says so on stderr, rather than dying of the
+// Go runtime's fatal error (exit 2, nothing on stdout) when it cannot
+// start a thread.
+func TestFewProcesses(t *testing.T) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("needs prlimit (util-linux)")
+	}
+	e := newTestEnv(t, "").asNobody() // root is not held to the limit
+	limited := func(stdin string, args ...string) (stdout, stderr string, code int) {
+		c := e.cmd(args...)
+		c.Args = append([]string{"prlimit", fmt.Sprintf("--nproc=%d:%d", minProcesses-12, minProcesses-12)}, c.Args...)
+		c.Path = prlimit
+		c.Stdin = strings.NewReader(stdin)
+		var out, errb strings.Builder
+		c.Stdout, c.Stderr = &out, &errb
+		c.Run()
+		return out.String(), errb.String(), c.ProcessState.ExitCode()
+	}
+	why := fmt.Sprintf("the limit on the user's processes (ulimit -u, RLIMIT_NPROC) is %d; bashcall needs at least %d", minProcesses-12, minProcesses)
+	out, stderr, code := limited(`{"id":"p1","name":"bash","arguments":{"command":"echo ran","description":"d"}}`)
+	var resp wireResponse
+	if json.Unmarshal([]byte(out), &resp) != nil || !strings.Contains(resp.text(), why) || code != 1 {
+		t.Errorf("call: exit %d, stdout %q, stderr %q; want an error response naming the limit, exit 1", code, out, stderr)
+	}
+	if !strings.Contains(out, `"id":"p1"`) {
+		t.Errorf("the response does not echo the id: %q", out)
+	}
+	if _, stderr, code := limited("", "mcp"); code != 1 || !strings.Contains(stderr, why) {
+		t.Errorf("mcp: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -384,3 +384,21 @@ func fileIdentity(p string) (dev, ino uint64, birth int64, err error) {
 // dirOnly opens a directory to make and open entries beneath it, as
 // search permission alone allows (O_PATH: a home of mode 0311 is one).
 const dirOnly = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
+
+// minProcesses is the limit on the user's processes (RLIMIT_NPROC, which
+// counts threads) below which bashcall does not start: the Go runtime
+// ends a process that cannot start a thread with a fatal error (exit 2,
+// nothing on stdout), and a call needs about eight threads of its own, a
+// background start as many again for its supervisor, and the command its
+// processes.
+const minProcesses = 32
+
+// roomForThreads says why bashcall must not go on when the soft limit on
+// the user's processes is below minProcesses. Root is not held to it.
+func roomForThreads() error {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NPROC, &lim) != nil || lim.Cur == unix.RLIM_INFINITY || lim.Cur >= minProcesses || os.Getuid() == 0 {
+		return nil
+	}
+	return fmt.Errorf("the limit on the user's processes (ulimit -u, RLIMIT_NPROC) is %d; bashcall needs at least %d for its threads and the command's processes", lim.Cur, minProcesses)
+}
