@@ -50,6 +50,7 @@ type hostFacts struct {
 	shell       string
 	shellErr    error
 	devNull     error
+	processes   error // the limit on the user's processes leaves no room (roomForThreads)
 	proc        error // /proc is not mounted
 	reexec      error // bashcall cannot re-execute itself
 	stateDir    string
@@ -116,6 +117,7 @@ func gatherFacts(c *commonFlags, environ []string) *hostFacts {
 	f.network, f.denyRead = inv.cfg.Sandbox.Network, len(inv.cfg.Sandbox.DenyRead)
 	f.shell, f.shellErr = lookShell(inv.cfg.Shell, inv.getenv("PATH"))
 	f.devNull = checkDevNull()
+	f.processes = roomForThreads()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		f.proc = err
 	}
@@ -161,6 +163,7 @@ func doctorChecks(f *hostFacts) []check {
 		configCheck(f),
 		shellCheck(f),
 		devNullCheck(f),
+		processesCheck(f),
 		procCheck(f, confined),
 		stateDirCheck(f),
 		writableCheck(f),
@@ -200,6 +203,16 @@ func devNullCheck(f *hostFacts) check {
 			fix: "create it (mknod -m 666 /dev/null c 1 3) or bind-mount the host's"}
 	}
 	return check{name: "/dev/null", status: statusOK, detail: "a writable character device", required: true}
+}
+
+// processesCheck: under a limit on the user's processes too low for its
+// threads, bashcall refuses every call (roomForThreads).
+func processesCheck(f *hostFacts) check {
+	if f.processes != nil {
+		return check{name: "processes", status: statusMissing, detail: f.processes.Error(), required: true,
+			fix: fmt.Sprintf("raise it to %d or more (ulimit -u, LimitNPROC= of a systemd unit, --ulimit nproc= of docker run)", minProcesses)}
+	}
+	return check{name: "processes", status: statusOK, detail: "the limit on the user's processes leaves room for bashcall's threads", required: true}
 }
 
 // procCheck: bashcall re-executes itself through /proc/self/exe for the

@@ -51,9 +51,10 @@ func TestDoctorChecks(t *testing.T) {
 			f.configErr = errors.New(`config "/etc/bashcall.toml": unknown key "shel"`)
 			f.shellErr = toolErrorf("the configured shell %q is not on PATH", "bash")
 			f.devNull = errors.New("not a character device")
+			f.processes = errors.New("the limit on the user's processes (ulimit -u, RLIMIT_NPROC) is 8; bashcall needs at least 32 for its threads and the command's processes")
 			f.stateErr = &hintError{errors.New(`state dir "/srv/s" is inside "/srv", which other users can write (mode 0777, no sticky bit), so they could replace it`), `use a state dir in a directory only you can write, or chmod go-w or +t "/srv"`}
 			f.writableErr = toolErrorf(`refusing to run under workspace-write: the writable path "/tmp" overlaps "/tmp/bashcall", which a sandboxed command must not be able to change; move bashcall's state dir, spool dir, config file and executable outside the workspace, /tmp and [sandbox] writable_roots`)
-		}, false, []string{"config", "shell", "/dev/null", "state dir", "writable set"}},
+		}, false, []string{"config", "shell", "/dev/null", "processes", "state dir", "writable set"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := healthy()
@@ -77,7 +78,7 @@ func TestDoctorChecks(t *testing.T) {
 	}
 }
 
-var doctorLine = regexp.MustCompile(`^(ok      |missing |degraded) (config|shell|/dev/null|/proc|state dir|writable set|landlock|writes|reads|network|scoping|pid 1|capabilities|setuid/setgid bits|protection|default call): \S.*$`)
+var doctorLine = regexp.MustCompile(`^(ok      |missing |degraded) (config|shell|/dev/null|processes|/proc|state dir|writable set|landlock|writes|reads|network|scoping|pid 1|capabilities|setuid/setgid bits|protection|default call): \S.*$`)
 
 // TestDoctorHost runs doctor here: one line per check in the fixed
 // format, the verdict a check line too, exit 0 with the "can run" verdict, and, on a root host with
@@ -95,13 +96,13 @@ func TestDoctorHost(t *testing.T) {
 	sup := sandboxSupport(os.Getenv)
 	if sup.ABI < 1 {
 		// The default mode is confined: without Landlock it cannot run.
-		if len(lines) != 16 || lines[len(lines)-1] != "missing  default call: a call in the default mode cannot run here; fix: see above: landlock" || r.code != 1 ||
+		if len(lines) != 17 || lines[len(lines)-1] != "missing  default call: a call in the default mode cannot run here; fix: see above: landlock" || r.code != 1 ||
 			r.stderr != "bashcall: error: a call in the default mode cannot run here: missing landlock\n" {
 			t.Errorf("doctor without Landlock: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
 		t.Skipf("no Landlock here (%v): the rest needs it", sup.ABIErr)
 	}
-	if len(lines) != 16 || lines[len(lines)-1] != "ok       default call: a call in the default mode can run here" || r.code != 0 || r.stderr != "" {
+	if len(lines) != 17 || lines[len(lines)-1] != "ok       default call: a call in the default mode can run here" || r.code != 0 || r.stderr != "" {
 		t.Fatalf("doctor: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if os.Geteuid() != 0 || sup.ABI < 6 || sup.NS != nsMount || !sup.Seccomp {

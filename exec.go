@@ -154,6 +154,14 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 	return out, nil
 }
 
+// minProcesses is the limit on the user's processes (RLIMIT_NPROC, which
+// counts threads) below which bashcall does not start: the Go runtime
+// ends a process that cannot start a thread with a fatal error (exit 2,
+// nothing on stdout), and a call needs about eight threads of its own, a
+// background start as many again for its supervisor, and the command its
+// processes.
+const minProcesses = 32
+
 // forkLauncher starts spec.Argv. When the kernel (or a seccomp profile, as
 // in a container) refuses the launcher's namespace, it asks
 // spec.WithoutNS for the plan without one and starts that instead.

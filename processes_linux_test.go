@@ -266,7 +266,7 @@ func TestFewDescriptors(t *testing.T) {
 // threads, bashcall answers a call with an error response naming the
 // limit (exit 1), and a server says so on stderr, rather than dying of the
 // Go runtime's fatal error (exit 2, nothing on stdout) when it cannot
-// start a thread.
+// start a thread. doctor says so.
 func TestFewProcesses(t *testing.T) {
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
@@ -294,5 +294,8 @@ func TestFewProcesses(t *testing.T) {
 	}
 	if _, stderr, code := limited("", "mcp"); code != 1 || !strings.Contains(stderr, why) {
 		t.Errorf("mcp: exit %d, stderr %q", code, stderr)
+	}
+	if out, _, code := limited("", "doctor"); code != 1 || !strings.Contains(out, "missing  processes: "+why) {
+		t.Errorf("doctor: exit %d, stdout %q", code, out)
 	}
 }

@@ -385,14 +385,6 @@ func fileIdentity(p string) (dev, ino uint64, birth int64, err error) {
 // search permission alone allows (O_PATH: a home of mode 0311 is one).
 const dirOnly = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
 
-// minProcesses is the limit on the user's processes (RLIMIT_NPROC, which
-// counts threads) below which bashcall does not start: the Go runtime
-// ends a process that cannot start a thread with a fatal error (exit 2,
-// nothing on stdout), and a call needs about eight threads of its own, a
-// background start as many again for its supervisor, and the command its
-// processes.
-const minProcesses = 32
-
 // roomForThreads says why bashcall must not go on when the soft limit on
 // the user's processes is below minProcesses. Root is not held to it.
 func roomForThreads() error {
