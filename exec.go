@@ -193,6 +193,14 @@ func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 		if err == nil || spec.NS == nsNone || spec.WithoutNS == nil || !namespaceRefused(err) {
 			return pid, err
 		}
+		// EACCES is also entering a directory that cannot be entered (one
+		// whose group a user namespace does not map, and whose mode a
+		// command of another call can change at any moment): the call
+		// goes on without the namespace only if one cannot be made with
+		// nothing else in the way.
+		if errors.Is(err, syscall.EACCES) && namespaceWorks(spec.NS) {
+			return pid, err
+		}
 		argv, ferr := spec.WithoutNS()
 		if ferr != nil {
 			return 0, ferr
@@ -209,36 +217,18 @@ type launcherStatus struct {
 
 // readLauncherStatus reads the status pipe to EOF: nothing when the exec
 // succeeded, "S<detail>" when confinement failed, "E<detail>" when the
-// shell could not be executed.
+// command could not be started (the shell not executed, its directory
+// not entered, the host short of descriptors or memory: failureKind).
 func readLauncherStatus(r *os.File) launcherStatus {
 	b, _ := io.ReadAll(io.LimitReader(r, 4096))
 	msg := strings.TrimSpace(string(b))
 	switch {
 	case msg == "":
 		return launcherStatus{}
-	case msg[0] == 'S' && !shortOfResources(msg):
+	case msg[0] == 'S':
 		return launcherStatus{failure: validText([]byte(msg[1:]))}
 	}
 	return launcherStatus{execErr: errors.New(validText([]byte(msg[1:])))}
-}
-
-// resourceErrors are what a launcher fails with when the host is short of
-// descriptors, memory or processes at that moment. Confinement that fails
-// with one of them has not found a host without a sandbox: the command
-// could not be started, as a fork or an open fails, and a later call may
-// run; the runner-failure text would send the model after
-// danger-full-access instead.
-var resourceErrors = []string{unix.EMFILE.Error(), unix.ENFILE.Error(), unix.ENOMEM.Error(), unix.EAGAIN.Error()}
-
-// shortOfResources reports whether a launcher's failure, "what: why" as
-// both launchers word it, ends in one of resourceErrors.
-func shortOfResources(msg string) bool {
-	for _, e := range resourceErrors {
-		if strings.HasSuffix(msg, ": "+e) {
-			return true
-		}
-	}
-	return false
 }
 
 // pump copies r into w until EOF or until r is closed.

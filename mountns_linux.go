@@ -120,8 +120,8 @@ func confineMounts(writable, pins, protected []string) error {
 	if err != nil {
 		return fmt.Errorf("getcwd: %w", err)
 	}
-	if err := unix.Chdir(wd); err != nil {
-		return fmt.Errorf("chdir %q: %w", wd, err)
+	if err := unix.Chdir(wd); err != nil { // the workdir's, not the sandbox's, fault
+		return &startFailure{fmt.Errorf("chdir %q: %w", wd, err)}
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ func nativeLaunch(spec *runSpec) (argv []string, files []*os.File, ok bool) {
 	if rfd >= 0 {
 		ruleset = os.NewFile(uintptr(rfd), "landlock-ruleset")
 	}
-	if msg[0] == 'S' && len(msg) > 4096 {
+	if msg[0] != 'P' && len(msg) > 4096 {
 		msg = msg[:4096] // a reason, cut short; a program is sent whole
 	}
 	w.Write(msg) // far below a pipe's capacity: never blocks
@@ -149,23 +149,26 @@ func nativeLaunch(spec *runSpec) (argv []string, files []*os.File, ok bool) {
 
 // nativeConfinement builds the ruleset and the program for launcher
 // arguments: the ruleset descriptor and 'P' with the program, or -1 and
-// 'S' with why not.
+// why not, of its failureKind.
 func nativeConfinement(args []string) ([]byte, int) {
 	s, err := parseLauncherArgs(args)
 	if err != nil {
-		return []byte("S" + err.Error()), -1
+		return failure(err), -1
 	}
 	prog, err := seccompProgram(s.netOff)
 	if err == nil && len(prog) == 0 {
 		err = errors.New("no seccomp filter for this architecture")
 	}
 	if err != nil {
-		return []byte("S" + err.Error()), -1
+		return failure(err), -1
 	}
 	rfd, err := buildRuleset(s)
 	if err != nil {
-		return []byte("S" + err.Error()), -1
+		return failure(err), -1
 	}
 	size := len(prog) * int(unsafe.Sizeof(prog[0]))
 	return append([]byte{'P'}, unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), size)...), rfd
 }
+
+// failure is the launcher's message for err: its kind, then why.
+func failure(err error) []byte { return append([]byte{failureKind(err)}, err.Error()...) }

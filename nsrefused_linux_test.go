@@ -17,16 +17,23 @@ import (
 
 // init installs, when asked, a filter on every thread of the re-executed
 // test binary that refuses unshare and clone of a mount or user
-// namespace with EPERM and clone3 with ENOSYS, as Docker's profile does.
+// namespace with EPERM and clone3 with ENOSYS, as Docker's profile does;
+// with BASHCALL_TEST_REFUSE_NS=EACCES, with EACCES, as a security module
+// that denies user namespaces does.
 func init() {
-	if os.Getenv("BASHCALL_TEST_REFUSE_NS") != "1" {
+	refusal := unix.EPERM
+	switch os.Getenv("BASHCALL_TEST_REFUSE_NS") {
+	case "1":
+	case "EACCES":
+		refusal = unix.EACCES
+	default:
 		return
 	}
 	const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUSER
 	check := []unix.SockFilter{
 		bpfStmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, offArgs),
 		bpfJump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, nsFlags, 0, 1),
-		retErrno(unix.EPERM),
+		retErrno(refusal),
 		retAllow,
 	}
 	prog := []unix.SockFilter{
@@ -50,8 +57,14 @@ func init() {
 // with their planted-code paths protected by snapshot.
 func TestNamespaceRefused(t *testing.T) {
 	requireABI(t, 1)
+	for _, refusal := range []string{"1", "EACCES"} {
+		t.Run(refusal, func(t *testing.T) { namespaceRefusedRun(t, refusal) })
+	}
+}
+
+func namespaceRefusedRun(t *testing.T, refusal string) {
 	e := newConfinedEnv(t, "")
-	e.extraEnv = []string{"BASHCALL_TEST_REFUSE_NS=1"}
+	e.extraEnv = []string{"BASHCALL_TEST_REFUSE_NS=" + refusal}
 	newRepo(t, e.workspace)
 	os.Remove("/etc/bashcall-ns-test")
 	defer os.Remove("/etc/bashcall-ns-test")

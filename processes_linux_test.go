@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -298,4 +299,69 @@ func TestFewProcesses(t *testing.T) {
 	if out, _, code := limited("", "doctor"); code != 1 || !strings.Contains(out, "missing  processes: "+why) {
 		t.Errorf("doctor: exit %d, stdout %q", code, out)
 	}
+}
+
+// TestWorkdirRaceKeepsNamespace: a workdir whose mode another process
+// flips while calls start never makes a call run without its mount
+// namespace. As an unprivileged user the launcher's user namespace is
+// made before the workdir is entered, so a workdir that cannot be entered
+// at that moment fails the start with EACCES, which a namespace the
+// kernel refuses can give too: such a call fails to start, or runs in
+// the namespace, where a file outside the writable set cannot be
+// chmodded (read-only mount), never in the fallback without one, where
+// it can.
+func TestWorkdirRaceKeepsNamespace(t *testing.T) {
+	e := newConfinedEnv(t, "").asNobody()
+	dir := filepath.Join(e.workspace, "d")
+	outside := filepath.Join(e.dir, "outside")
+	for _, p := range []string{dir, outside} {
+		var err error
+		if p == dir {
+			err = os.Mkdir(p, 0o700)
+		} else {
+			err = os.WriteFile(p, nil, 0o644)
+		}
+		if err != nil || os.Chown(p, nobodyID, nobodyID) != nil {
+			t.Fatal(err)
+		}
+	}
+	// Its group is root's, which the launcher's user namespace does not
+	// map: there the namespace's capabilities do not override its mode.
+	if err := os.Chown(dir, nobodyID, 0); err != nil {
+		t.Fatal(err)
+	}
+	req := bashReq("chmod 666 "+outside+" && echo DOWNGRADED", `"workdir":`+jsonString(dir))
+	if text := e.call(req).text(); !strings.Contains(text, "Read-only file system") {
+		t.Skipf("no mount namespace for an unprivileged user here: %q", text)
+	}
+	stop := make(chan struct{})
+	toggled := make(chan struct{})
+	go func() {
+		defer close(toggled)
+		for {
+			select {
+			case <-stop:
+				os.Chmod(dir, 0o700)
+				return
+			default:
+				os.Chmod(dir, 0)
+				time.Sleep(20 * time.Microsecond)
+				os.Chmod(dir, 0o700)
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-toggled }()
+	seen := map[string]int{}
+	for i := 0; i < 100; i++ {
+		text := e.call(req).text()
+		if strings.Contains(text, "DOWNGRADED") {
+			t.Fatalf("call %d ran without its mount namespace: %q", i, text)
+		}
+		if strings.Contains(text, "no sandbox backend") {
+			t.Errorf("call %d: a workdir that could not be entered is reported as a missing sandbox: %q", i, text)
+		}
+		seen[text]++
+	}
+	t.Logf("answers: %v", seen)
 }

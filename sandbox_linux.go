@@ -47,12 +47,38 @@ func runLauncher(args []string) error {
 		err = confineSelf(spec)
 	}
 	if err != nil {
-		status.WriteString("S" + err.Error())
+		status.Write(append([]byte{failureKind(err)}, err.Error()...))
 		return errLauncher
 	}
 	err = unix.Exec(spec.argv[0], spec.argv, os.Environ())
 	status.WriteString("E" + fmt.Sprintf("exec %q: %v", spec.argv[0], err))
 	return errLauncher
+}
+
+// startFailure is a launcher's failure that is not confinement's: the
+// command's directory could not be entered.
+type startFailure struct{ err error }
+
+func (e *startFailure) Error() string { return e.err.Error() }
+func (e *startFailure) Unwrap() error { return e.err }
+
+// failureKind is the status pipe's kind of a launcher's failure: 'E', the
+// command could not be started, for a startFailure and where the host ran
+// short of descriptors, memory or processes, as a fork or an open can (a
+// later call may run; the runner-failure text would send the model after
+// danger-full-access for it); else 'S', confinement failed. The native
+// launcher's kindOf is the same.
+func failureKind(err error) byte {
+	var sf *startFailure
+	for _, short := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN} {
+		if errors.Is(err, short) {
+			return 'E'
+		}
+	}
+	if errors.As(err, &sf) {
+		return 'E'
+	}
+	return 'S'
 }
 
 // parseLauncherArgs splits "[-ns] [-w PATH]... [-pin PATH]... [-p PATH]... -- ARGV".
@@ -250,6 +276,25 @@ func launcherSysProcAttr(ns nsKind, freeze bool) *syscall.SysProcAttr {
 		a.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 	}
 	return a
+}
+
+// namespaceWorks reports whether a process can be started here in a
+// namespace of kind ns, with nothing else in its way: started in /, it
+// runs bashcall's launcher without a status pipe, which exits at once.
+func namespaceWorks(ns nsKind) bool {
+	undo := prepareFork(ns)
+	pid, err := syscall.ForkExec(selfExe(), []string{"bashcall", launcherArg}, &syscall.ProcAttr{
+		Dir: "/", Env: []string{}, Sys: launcherSysProcAttr(ns, false),
+	})
+	undo()
+	if err != nil {
+		return false
+	}
+	for {
+		if _, err := syscall.Wait4(pid, nil, 0, nil); err != syscall.EINTR {
+			return true
+		}
+	}
 }
 
 // hardenProcess is the first thing every bashcall process does. Every

@@ -343,29 +343,38 @@ func TestLauncherOwnNamespace(t *testing.T) {
 	}
 }
 
-// TestLauncherStatusKinds: a launcher's "S" failure is a runner failure,
-// but for one that ends in a shortage of descriptors, memory or
-// processes, which is the command not starting; "E" is always that.
-func TestLauncherStatusKinds(t *testing.T) {
-	for msg, runner := range map[string]bool{
-		`Sopening rule path "/x": too many levels of symbolic links`: true,
-		"Slandlock_restrict_self: operation not permitted":           true,
-		`Sopening rule path "/.dockerenv": too many open files`:      false,
-		"Slandlock_create_ruleset: too many open files in system":    false,
-		"Smount_setattr: cannot allocate memory":                     false,
-		"Sfork: resource temporarily unavailable":                    false,
-		`Eexec "/bin/sh": no such file or directory`:                 false,
+// TestFailureKind: a launcher's failure is confinement's ('S', the
+// runner failure), but for one where the host ran short of descriptors,
+// memory or processes, or the command's directory could not be entered,
+// which is the command not starting ('E'), whatever the text says; and
+// the status pipe's two kinds read as such.
+func TestFailureKind(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		kind byte
+	}{
+		{fmt.Errorf("opening rule path %q: %w", "/x", unix.ELOOP), 'S'},
+		{fmt.Errorf("landlock_restrict_self: %w", unix.EPERM), 'S'},
+		{fmt.Errorf("opening rule path %q: %w", "/x: too many open files", unix.ENOENT), 'S'},
+		{fmt.Errorf("opening rule path %q: %w", "/.dockerenv", unix.EMFILE), 'E'},
+		{fmt.Errorf("landlock_create_ruleset: %w", unix.ENFILE), 'E'},
+		{fmt.Errorf("mount_setattr: %w", unix.ENOMEM), 'E'},
+		{fmt.Errorf("fork: %w", unix.EAGAIN), 'E'},
+		{&startFailure{fmt.Errorf("chdir %q: %w", "/w", unix.EACCES)}, 'E'},
 	} {
+		if got := failureKind(tt.err); got != tt.kind {
+			t.Errorf("failureKind(%v) = %c, want %c", tt.err, got, tt.kind)
+		}
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.WriteString(msg)
+		w.Write(failure(tt.err))
 		w.Close()
 		st := readLauncherStatus(r)
 		r.Close()
-		if got := st.failure != ""; got != runner || (st.execErr != nil) == runner {
-			t.Errorf("%q: failure %q, exec error %v; want a runner failure: %v", msg, st.failure, st.execErr, runner)
+		if runner := st.failure != ""; runner != (tt.kind == 'S') || (st.execErr != nil) == runner {
+			t.Errorf("%v: read as failure %q, exec error %v", tt.err, st.failure, st.execErr)
 		}
 	}
 }

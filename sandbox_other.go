@@ -73,3 +73,6 @@ func launcherReport(func(string) string) string { return "launcher: none (only L
 
 // nativeExecRefused: there is no native launcher to refuse.
 func nativeExecRefused(error, string) bool { return false }
+
+// namespaceWorks: there are no namespaces here.
+func namespaceWorks(nsKind) bool { return false }

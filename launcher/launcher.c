@@ -233,24 +233,38 @@ static void __attribute__((noreturn)) fail(char kind)
 		;
 }
 
-/* failErr is fail('S') with "what: errno". */
+/* kindOf is the kind of a failure with error -err: 'E' (the command
+ * could not be started) when the host ran short of descriptors, memory or
+ * processes, as a fork or an open can (failureKind in sandbox_linux.go);
+ * else 'S', confinement failed. */
+static char kindOf(long err)
+{
+	return err == -12 || err == -11 || err == -23 || err == -24 ? 'E' : 'S';
+}
+
+/* failErr is fail with "what: errno". */
 static void __attribute__((noreturn)) failErr(const char *what, long err)
 {
 	put(what);
 	put(": ");
 	puterr(-err);
-	fail('S');
+	fail(kindOf(err));
 }
 
-/* failPath is fail('S') with "what "path": errno". */
-static void __attribute__((noreturn)) failPath(const char *what, const char *p, long err)
+/* failPath is fail with "what "path": errno". */
+static void __attribute__((noreturn)) failPathAs(char kind, const char *what, const char *p, long err)
 {
 	put(what);
 	putc_(' ');
 	putq(p);
 	put(": ");
 	puterr(-err);
-	fail('S');
+	fail(kind);
+}
+
+static void __attribute__((noreturn)) failPath(const char *what, const char *p, long err)
+{
+	failPathAs(kindOf(err), what, p, err);
 }
 
 /* --- arguments --- */
@@ -509,8 +523,8 @@ static void confineMounts(void)
 	if (err < 0)
 		failErr("getcwd", err);
 	err = sys1(NR_chdir, wd);
-	if (err < 0)
-		failPath("chdir", wd, err);
+	if (err < 0) /* the workdir's, not the sandbox's, fault */
+		failPathAs('E', "chdir", wd, err);
 }
 
 /* --- privileges (sandbox_linux.go) --- */
@@ -583,11 +597,11 @@ static long readProgram(void)
 	long r = sys3(NR_read, PROGRAM_FD, &kind, 1);
 	if (r < 0)
 		failErr("reading the seccomp program", r);
-	if (kind == 'S') {
+	if (kind == 'S' || kind == 'E') {
 		char *why = (char *)program;
 		why[readAll(PROGRAM_FD, why, sizeof(program) - 1, "reading why bashcall failed")] = 0;
 		put(why);
-		fail('S');
+		fail(kind);
 	}
 	long n = readAll(PROGRAM_FD, (char *)program, sizeof(program), "reading the seccomp program");
 	sys1(NR_close, PROGRAM_FD);
