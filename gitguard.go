@@ -101,7 +101,12 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			continue
 		}
 		for _, sub := range submodulePaths(top) {
-			tops = append(tops, filepath.Join(top, sub))
+			// Canonical, as every path the launcher binds must be: it
+			// refuses a symlink on the way (a .gitmodules path can lead
+			// through one), and where the path leads is what git reaches.
+			if c, err := filepath.EvalSymlinks(filepath.Join(top, sub)); err == nil {
+				tops = append(tops, c)
+			}
 		}
 		for _, gitDir := range gitDirsOf(top) {
 			var paths []string

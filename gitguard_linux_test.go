@@ -205,6 +205,37 @@ true`, pwned, modDir, modDir, pwned, modDir, pwned, filepath.Join(e.workspace, "
 	}
 }
 
+// TestSubmoduleThroughSymlink: a .gitmodules path through a symlink (the
+// workspace's own content, which a model can write) neither fails every
+// later call of the workspace, as a launcher refusing the symlink on the
+// way to the submodule's git dir did, nor leaves that git dir
+// unprotected.
+func TestSubmoduleThroughSymlink(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			newRepo(t, filepath.Join(e.workspace, "real", "sub"))
+			if err := os.Symlink("real", filepath.Join(e.workspace, "l")); err != nil {
+				t.Fatal(err)
+			}
+			modules := "[submodule \"x\"]\n\tpath = l/sub\n"
+			if err := os.WriteFile(filepath.Join(e.workspace, ".gitmodules"), []byte(modules), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			hook := filepath.Join(e.workspace, "real", "sub", ".git", "hooks", "pre-commit")
+			text := e.call(bashReq("echo planted > "+hook+"; echo ran", "")).text()
+			if !strings.HasPrefix(text, "ran\n") {
+				t.Errorf("call: %q", text)
+			}
+			if b, err := os.ReadFile(hook); err == nil {
+				t.Errorf("the submodule's hook was planted: %q", b)
+			}
+		})
+	}
+}
+
 // TestGitWorkConfined: ordinary git work keeps working in a confined
 // call under both mechanisms: add, commit, branch, checkout, stash, merge.
 func TestGitWorkConfined(t *testing.T) {
