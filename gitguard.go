@@ -166,8 +166,8 @@ func (g *gitGuard) recordShallow(root, p string) error {
 // submodulePaths reads the submodule paths of .gitmodules at top: each
 // has a .git file (or dir) of its own that git follows.
 func submodulePaths(top string) []string {
-	b, err := os.ReadFile(filepath.Join(top, ".gitmodules"))
-	if err != nil || len(b) > 1<<20 {
+	b, err := readSmall(filepath.Join(top, ".gitmodules"), 1<<20)
+	if err != nil {
 		return nil
 	}
 	var out []string
@@ -243,8 +243,8 @@ func gitDirsOf(dir string) []string {
 // readGitFile reads a one-line pointer file of git's ("gitdir: PATH", or
 // a commondir's bare PATH), relative to the file's directory, canonical.
 func readGitFile(p, prefix string) (string, bool) {
-	b, err := os.ReadFile(p)
-	if err != nil || len(b) > 4096 {
+	b, err := readSmall(p, 4096)
+	if err != nil {
 		return "", false
 	}
 	line, ok := strings.CutPrefix(strings.TrimSpace(string(b)), prefix)
@@ -352,31 +352,4 @@ func fileKind(fi fs.FileInfo) string {
 		return "symlink"
 	}
 	return "other"
-}
-
-// capture reads what the snapshot needs to restore the entry.
-func (e *guardEntry) capture(budget *int) error {
-	p := e.path()
-	var err error
-	switch e.Kind {
-	case "file":
-		e.Data, err = os.ReadFile(p)
-	case "symlink":
-		var t string
-		t, err = os.Readlink(p)
-		e.Data = []byte(t)
-	case "dir":
-		var entries []os.DirEntry
-		entries, err = os.ReadDir(p)
-		for _, d := range entries {
-			e.Names = append(e.Names, d.Name())
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("protecting %q: %w", p, err)
-	}
-	if *budget -= len(e.Data); *budget < 0 {
-		return fmt.Errorf("protecting %q: the protected git files are over %d bytes", p, maxGuardBytes)
-	}
-	return nil
 }

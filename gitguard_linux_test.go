@@ -6,6 +6,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -233,6 +234,47 @@ func TestSubmoduleThroughSymlink(t *testing.T) {
 				t.Errorf("the submodule's hook was planted: %q", b)
 			}
 		})
+	}
+}
+
+// TestGitFilesNotRegular: what any session's command can put where the
+// scan before every confined call reads git's files (a FIFO as
+// .gitmodules, or as the commondir a .git file leads to) does not hang
+// the next call, and a sparse .gitmodules of gigabytes is not read.
+func TestGitFilesNotRegular(t *testing.T) {
+	requireABI(t, 1)
+	for _, plant := range []string{
+		"mkfifo .gitmodules",
+		"mkdir g && mkfifo g/commondir && echo 'gitdir: g' > .git",
+		"truncate -s 2G .gitmodules",
+	} {
+		t.Run(plant, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			if text := e.call(bashReq(plant+" && echo planted", "")).text(); text != "planted\n" {
+				t.Fatalf("planting: %q", text)
+			}
+			c := e.cmd("-text")
+			c.Stdin = strings.NewReader(bashReq("echo ran", ""))
+			done := make(chan []byte, 1)
+			go func() { out, _ := c.Output(); done <- out }()
+			select {
+			case out := <-done:
+				if string(out) != "ran\n" {
+					t.Errorf("the next call: %q", out)
+				}
+			case <-time.After(20 * time.Second):
+				c.Process.Kill()
+				<-done
+				t.Fatal("the next call hung")
+			}
+		})
+	}
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, nil, 0o600); err != nil || os.Truncate(big, 2<<30) != nil {
+		t.Fatal(err)
+	}
+	if b, err := readSmall(big, 1<<20); !errors.Is(err, errTooLarge) || b != nil {
+		t.Errorf("readSmall of a 2 GiB file: %d bytes, %v", len(b), err)
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -287,4 +289,63 @@ func mergeSorted(a, b []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// capture reads what the snapshot needs to restore the entry.
+func (e *guardEntry) capture(budget *int) error {
+	p := e.path()
+	var err error
+	switch e.Kind {
+	case "file":
+		if e.Data, err = readSmall(p, max(*budget, 0)); errors.Is(err, errTooLarge) {
+			err = fmt.Errorf("the protected git files are over %d bytes", maxGuardBytes)
+		}
+	case "symlink":
+		var t string
+		t, err = os.Readlink(p)
+		e.Data = []byte(t)
+	case "dir":
+		var entries []os.DirEntry
+		entries, err = os.ReadDir(p)
+		for _, d := range entries {
+			e.Names = append(e.Names, d.Name())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("protecting %q: %w", p, err)
+	}
+	if *budget -= len(e.Data); *budget < 0 {
+		return fmt.Errorf("protecting %q: the protected git files are over %d bytes", p, maxGuardBytes)
+	}
+	return nil
+}
+
+// errTooLarge is a file over what readSmall may read.
+var errTooLarge = errors.New("too large")
+
+// readSmall reads p, a regular file of at most limit bytes (following a
+// symlink, as git does). Anything else is not read: the scan runs before
+// every confined call and reads where any session's command can write (a
+// FIFO there would hang every call, a sparse file of gigabytes cost each
+// one its size).
+func readSmall(p string, limit int) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%q is not a regular file", p)
+	case fi.Size() > int64(limit):
+		return nil, fmt.Errorf("%q: %w", p, errTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err == nil && len(b) > limit { // it grew
+		err = fmt.Errorf("%q: %w", p, errTooLarge)
+	}
+	return b, err
 }
