@@ -83,21 +83,64 @@ func (g *gitGuard) readOnly() []string {
 	return out
 }
 
+// guardBudget is what the protection of one writable directory may take.
+type guardBudget struct {
+	own                bool // the call's workspace
+	tops, entries      int
+	bytes              int
+	spent, warnedSpent bool
+}
+
+// over counts one more against n, and reports whether the budget is spent.
+func (b *guardBudget) over(n *int) bool {
+	*n++
+	return b.spent || *n > maxGuardEntries
+}
+
+// spend notes that root's budget is spent. That refuses the call when root
+// is its workspace. Another writable directory (/tmp, a writable root,
+// another session's workspace), which any session's command can fill, is
+// protected as far as its budget went and no further, with a word on
+// stderr: filling it must not refuse every other session's calls.
+func (b *guardBudget) spend(root string) error {
+	if b.own {
+		return fmt.Errorf("too many protected git files under %q", root)
+	}
+	if b.spent = true; !b.warnedSpent {
+		b.warnedSpent = true
+		warnf("bashcall: the git files under %q are more than a call protects; only the first are protected", root)
+	}
+	return nil
+}
+
 // planGitGuard records the protected paths of every repository whose git
-// dir lies in one of writable: at the top of each writable directory, of
-// each of others (other sessions' workspaces, which a command of this one
-// could reach through /tmp), and of the submodules .gitmodules names in
-// those. full records contents for a restore (the snapshot mechanism),
-// and the modes of controls and their ancestors; without it only what
-// exists is noted.
+// dir lies in one of writable (the first is the call's workspace): at the
+// top of each writable directory, of each of others (other sessions'
+// workspaces, which a command of this one could reach through /tmp), and
+// of the submodules .gitmodules names in those. full records contents for
+// a restore (the snapshot mechanism), and the modes of controls and their
+// ancestors; without it only what exists is noted.
 func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, error) {
 	g := &gitGuard{}
 	seen := map[string]bool{}
-	budget := maxGuardBytes
+	budgets := map[string]*guardBudget{}
+	budgetOf := func(root string) *guardBudget {
+		if budgets[root] == nil {
+			budgets[root] = &guardBudget{own: len(writable) > 0 && root == writable[0], bytes: maxGuardBytes}
+		}
+		return budgets[root]
+	}
 	tops := append(append([]string(nil), writable...), others...)
-	for i := 0; i < len(tops) && i < maxGuardEntries; i++ {
+	for i := 0; i < len(tops); i++ {
 		top := tops[i]
-		if containing(top, writable) == "" {
+		root := containing(top, writable)
+		if root == "" {
+			continue
+		}
+		if b := budgetOf(root); b.over(&b.tops) {
+			if err := b.spend(root); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		for _, sub := range submodulePaths(top) {
@@ -126,14 +169,21 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					continue
 				}
 				seen[key] = true
-				if len(g.Entries) >= maxGuardEntries {
-					return nil, fmt.Errorf("too many protected git files under %q", top)
+				b := budgetOf(root)
+				if b.over(&b.entries) {
+					if err := b.spend(root); err != nil {
+						return nil, err
+					}
+					continue
 				}
 				var err error
 				if shallow {
 					err = g.recordShallow(root, p)
 				} else {
-					err = g.record(root, p, full, &budget)
+					err = g.record(root, p, full, &b.bytes)
+				}
+				if errors.Is(err, errGuardFull) {
+					err = b.spend(root)
 				}
 				if err != nil {
 					return nil, err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -275,6 +276,47 @@ func TestGitFilesNotRegular(t *testing.T) {
 	}
 	if b, err := readSmall(big, 1<<20); !errors.Is(err, errTooLarge) || b != nil {
 		t.Errorf("readSmall of a 2 GiB file: %d bytes, %v", len(b), err)
+	}
+}
+
+// TestGuardBudgetPerDirectory: a writable directory that any session's
+// command can fill (here a writable root) with more git files than a call
+// protects does not refuse other sessions' calls, nor take the budget of
+// the call's own workspace, whose protection stays whole; the workspace
+// over its own budget still refuses its call. Both mechanisms.
+func TestGuardBudgetPerDirectory(t *testing.T) {
+	requireABI(t, 1)
+	shared, err := os.MkdirTemp(testBase, "shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shared)
+	worktrees := func(dir string) {
+		for i := range maxGuardEntries/3 + 1 {
+			if err := os.MkdirAll(filepath.Join(dir, ".git", "worktrees", fmt.Sprint("w", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	worktrees(shared)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			hook := filepath.Join(e.workspace, ".git", "hooks", "pre-commit")
+			r := e.call(bashReq("echo planted > "+hook+"; echo ran", ""))
+			if !strings.HasPrefix(r.text(), "ran\n") {
+				t.Errorf("a call beside a full writable root: %q", r.text())
+			}
+			if b, err := os.ReadFile(hook); err == nil {
+				t.Errorf("the workspace's hook was planted: %q", b)
+			}
+			worktrees(e.workspace)
+			if text := e.call(bashReq("echo ran", "")).text(); !strings.Contains(text, "too many protected git files under "+strconv.Quote(e.workspace)) {
+				t.Errorf("a call in a full workspace: %q", text)
+			}
+		})
 	}
 }
 

@@ -298,7 +298,7 @@ func (e *guardEntry) capture(budget *int) error {
 	switch e.Kind {
 	case "file":
 		if e.Data, err = readSmall(p, max(*budget, 0)); errors.Is(err, errTooLarge) {
-			err = fmt.Errorf("the protected git files are over %d bytes", maxGuardBytes)
+			err = errGuardFull
 		}
 	case "symlink":
 		var t string
@@ -315,10 +315,14 @@ func (e *guardEntry) capture(budget *int) error {
 		return fmt.Errorf("protecting %q: %w", p, err)
 	}
 	if *budget -= len(e.Data); *budget < 0 {
-		return fmt.Errorf("protecting %q: the protected git files are over %d bytes", p, maxGuardBytes)
+		return fmt.Errorf("protecting %q: %w", p, errGuardFull)
 	}
 	return nil
 }
+
+// errGuardFull is a writable directory's protected git files over
+// maxGuardBytes.
+var errGuardFull = fmt.Errorf("the protected git files are over %d bytes", maxGuardBytes)
 
 // errTooLarge is a file over what readSmall may read.
 var errTooLarge = errors.New("too large")
