@@ -33,6 +33,7 @@ const (
 	maxGuardEntries = 2000
 	maxGuardBytes   = 4 << 20
 	maxModuleDepth  = 6
+	maxSubmodules   = 512 // of one .gitmodules
 )
 
 // guardEntry is one protected path as it was before the call.
@@ -83,8 +84,11 @@ func (g *gitGuard) readOnly() []string {
 	return out
 }
 
-// guardBudget is what the protection of one writable directory may take.
+// guardBudget is what the protection of one top may take: of a writable
+// directory, or of another session's workspace, with the submodules each
+// names.
 type guardBudget struct {
+	dir                string
 	own                bool // the call's workspace
 	tops, entries      int
 	bytes              int
@@ -97,18 +101,19 @@ func (b *guardBudget) over(n *int) bool {
 	return b.spent || *n > maxGuardEntries
 }
 
-// spend notes that root's budget is spent. That refuses the call when root
-// is its workspace. Another writable directory (/tmp, a writable root,
-// another session's workspace), which any session's command can fill, is
+// spend notes that the budget is spent. That refuses the call when it is
+// the call's workspace's. Another top (/tmp, a writable root, another
+// session's workspace), which any session's command can fill, is
 // protected as far as its budget went and no further, with a word on
-// stderr: filling it must not refuse every other session's calls.
-func (b *guardBudget) spend(root string) error {
+// stderr: filling one must not refuse every other session's calls, nor
+// leave the rest unprotected.
+func (b *guardBudget) spend() error {
 	if b.own {
-		return fmt.Errorf("too many protected git files under %q", root)
+		return fmt.Errorf("too many protected git files under %q", b.dir)
 	}
 	if b.spent = true; !b.warnedSpent {
 		b.warnedSpent = true
-		warnf("bashcall: the git files under %q are more than a call protects; only the first are protected", root)
+		warnf("bashcall: the git files under %q are more than a call protects; only the first are protected", b.dir)
 	}
 	return nil
 }
@@ -123,22 +128,23 @@ func (b *guardBudget) spend(root string) error {
 func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, error) {
 	g := &gitGuard{}
 	seen := map[string]bool{}
-	budgets := map[string]*guardBudget{}
-	budgetOf := func(root string) *guardBudget {
-		if budgets[root] == nil {
-			budgets[root] = &guardBudget{own: len(writable) > 0 && root == writable[0], bytes: maxGuardBytes}
-		}
-		return budgets[root]
+	type scanTop struct {
+		dir    string
+		budget *guardBudget // its writable directory's, or the session's it belongs to
 	}
-	tops := append(append([]string(nil), writable...), others...)
+	var tops []scanTop
+	for i, d := range append(append([]string(nil), writable...), others...) {
+		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: i == 0, bytes: maxGuardBytes}})
+	}
 	for i := 0; i < len(tops); i++ {
-		top := tops[i]
+		top, b := tops[i].dir, tops[i].budget
 		root := containing(top, writable)
-		if root == "" {
+		if root == "" || seen["top:"+top] {
 			continue
 		}
-		if b := budgetOf(root); b.over(&b.tops) {
-			if err := b.spend(root); err != nil {
+		seen["top:"+top] = true
+		if b.over(&b.tops) {
+			if err := b.spend(); err != nil {
 				return nil, err
 			}
 			continue
@@ -147,11 +153,21 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			// Canonical, as every path the launcher binds must be: it
 			// refuses a symlink on the way (a .gitmodules path can lead
 			// through one), and where the path leads is what git reaches.
-			if c, err := filepath.EvalSymlinks(filepath.Join(top, sub)); err == nil {
-				tops = append(tops, c)
+			// The directory that named it pays for it.
+			if c, err := filepath.EvalSymlinks(filepath.Join(top, sub)); err == nil && !seen["top:"+c] {
+				tops = append(tops, scanTop{c, b})
 			}
 		}
 		for _, gitDir := range gitDirsOf(top) {
+			// Not a git dir in another writable directory: a .git file in
+			// /tmp naming a directory of a session's workspace must not
+			// have that session's files bound or reverted. (One outside
+			// every writable directory no command can change; the .git
+			// file that names it is protected.)
+			gitRoot := containing(gitDir, writable)
+			if gitRoot != "" && gitRoot != root {
+				continue
+			}
 			var paths []string
 			if full {
 				paths = append(paths, "shallow:"+gitDir)
@@ -163,15 +179,13 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			for _, p := range paths {
 				shallow := strings.HasPrefix(p, "shallow:")
 				p = strings.TrimPrefix(p, "shallow:")
-				root := containing(p, writable)
 				key := fmt.Sprint(shallow, p)
-				if root == "" || seen[key] {
-					continue
+				if containing(p, writable) != root || seen[key] {
+					continue // not writable here, or done
 				}
 				seen[key] = true
-				b := budgetOf(root)
 				if b.over(&b.entries) {
-					if err := b.spend(root); err != nil {
+					if err := b.spend(); err != nil {
 						return nil, err
 					}
 					continue
@@ -183,13 +197,13 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					err = g.record(root, p, full, &b.bytes)
 				}
 				if errors.Is(err, errGuardFull) {
-					err = b.spend(root)
+					err = b.spend()
 				}
 				if err != nil {
 					return nil, err
 				}
 			}
-			if containing(gitDir, writable) != "" && !seen["pin:"+gitDir] {
+			if gitRoot != "" && !seen["pin:"+gitDir] {
 				seen["pin:"+gitDir] = true
 				g.Pins = append(g.Pins, gitDir)
 			}
@@ -221,13 +235,18 @@ func submodulePaths(top string) []string {
 		return nil
 	}
 	var out []string
+	seen := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
 		if !ok || strings.TrimSpace(k) != "path" {
 			continue
 		}
 		v = filepath.Clean(strings.TrimSpace(v))
-		if v != "." && !filepath.IsAbs(v) && !strings.HasPrefix(v, "..") {
+		if v != "." && !filepath.IsAbs(v) && !strings.HasPrefix(v, "..") && !seen[v] {
+			if len(out) == maxSubmodules {
+				break
+			}
+			seen[v] = true
 			out = append(out, v)
 		}
 	}

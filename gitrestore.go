@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 )
 
@@ -328,12 +327,13 @@ var errGuardFull = fmt.Errorf("the protected git files are over %d bytes", maxGu
 var errTooLarge = errors.New("too large")
 
 // readSmall reads p, a regular file of at most limit bytes (following a
-// symlink, as git does). Anything else is not read: the scan runs before
+// symlink, as git does). Anything else is not read, nor opened
+// (openRegular): a device can act on being opened; the scan runs before
 // every confined call and reads where any session's command can write (a
 // FIFO there would hang every call, a sparse file of gigabytes cost each
 // one its size).
 func readSmall(p string, limit int) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := openRegular(p)
 	if err != nil {
 		return nil, err
 	}
@@ -342,8 +342,6 @@ func readSmall(p string, limit int) ([]byte, error) {
 	switch {
 	case err != nil:
 		return nil, err
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%q is not a regular file", p)
 	case fi.Size() > int64(limit):
 		return nil, fmt.Errorf("%q: %w", p, errTooLarge)
 	}

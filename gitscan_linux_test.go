@@ -127,3 +127,58 @@ func TestGuardBudgetPerDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardSharedDirectory: what a command can put in a writable directory
+// that every session shares (here two writable roots) does not reach
+// another session's protection: a .gitmodules listing one symlink into
+// the call's workspace many times does not spend the workspace's budget
+// (the call runs); worktrees enough to spend the shared directory's
+// budget leave another session's workspace in it protected; and a .git
+// file there naming a directory of the call's workspace does not have
+// that directory's files reverted.
+func TestGuardSharedDirectory(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			var shared [2]string
+			for i := range shared {
+				dir, err := os.MkdirTemp(testBase, "shared-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
+				shared[i] = dir
+			}
+			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared[0])+", "+jsonString(shared[1])+"]\n")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			os.Mkdir(filepath.Join(e.workspace, "src"), 0o755)
+			os.Symlink(e.workspace, filepath.Join(shared[0], "l"))
+			os.WriteFile(filepath.Join(shared[0], ".gitmodules"), []byte(strings.Repeat("path = l\n", 3*maxGuardEntries)), 0o644)
+			os.WriteFile(filepath.Join(shared[0], ".git"), []byte("gitdir: "+filepath.Join(e.workspace, "src")+"\n"), 0o644)
+			wsB := filepath.Join(shared[1], "wsB")
+			newRepo(t, wsB)
+			if text := e.call(sessionCall("echo pinned", "B", wsB, "")).text(); text != "pinned\n" {
+				t.Fatalf("session B's call: %q", text)
+			}
+			newRepo(t, shared[1])
+			for i := range maxGuardEntries/3 + 1 {
+				os.MkdirAll(filepath.Join(shared[1], ".git", "worktrees", fmt.Sprint("w", i)), 0o755)
+			}
+			hookB := filepath.Join(wsB, ".git", "hooks", "pre-commit")
+			r := e.call(sessionCall("echo planted > "+hookB+"; echo mine > src/config; echo ran", "A", e.workspace, ""))
+			if !strings.Contains(r.text(), "ran\n") {
+				t.Errorf("session A's call: %q", r.text())
+			}
+			if b, err := os.ReadFile(hookB); err == nil {
+				t.Errorf("session B's hook was planted: %q", b)
+			}
+			if b, err := os.ReadFile(filepath.Join(e.workspace, "src", "config")); string(b) != "mine\n" {
+				t.Errorf("session A's own src/config: %q, %v", b, err)
+			}
+		})
+	}
+	if _, err := readSmall(os.DevNull, 1<<20); err == nil {
+		t.Error("readSmall read a device")
+	}
+}

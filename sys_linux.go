@@ -394,3 +394,23 @@ func roomForThreads() error {
 	}
 	return fmt.Errorf("the limit on the user's processes (ulimit -u, RLIMIT_NPROC) is %d; bashcall needs at least %d for its threads and the command's processes", lim.Cur, minProcesses)
 }
+
+// openRegular opens p for reading if it is a regular file (a symlink
+// followed), and opens nothing else: p is opened O_PATH first, which
+// opens no device, FIFO or socket, checked, then opened again through
+// that descriptor, so that nothing can be swapped in meanwhile.
+func openRegular(p string) (*os.File, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "fstat", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%q is not a regular file", p)
+	}
+	return os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_RDONLY|syscall.O_NOCTTY, 0)
+}

@@ -100,3 +100,17 @@ const dirOnly = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
 
 // roomForThreads: the limit on processes is not checked here.
 func roomForThreads() error { return nil }
+
+// openRegular opens p for reading if it is a regular file, without
+// waiting on a FIFO.
+func openRegular(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%q is not a regular file", p)
+	}
+	return f, nil
+}
