@@ -196,9 +196,9 @@ func forkLauncher(spec *runSpec, fds []uintptr) (int, error) {
 		// EACCES is also entering a directory that cannot be entered (one
 		// whose group a user namespace does not map, and whose mode a
 		// command of another call can change at any moment): the call
-		// goes on without the namespace only if one cannot be made with
-		// nothing else in the way.
-		if errors.Is(err, syscall.EACCES) && namespaceWorks(spec.NS) {
+		// goes on without the namespace only if a probe with nothing else
+		// in the way is refused one too.
+		if errors.Is(err, syscall.EACCES) && !namespaceRefusedHere(spec.NS) {
 			return pid, err
 		}
 		argv, ferr := spec.WithoutNS()

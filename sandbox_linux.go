@@ -278,21 +278,23 @@ func launcherSysProcAttr(ns nsKind, freeze bool) *syscall.SysProcAttr {
 	return a
 }
 
-// namespaceWorks reports whether a process can be started here in a
-// namespace of kind ns, with nothing else in its way: started in /, it
-// runs bashcall's launcher without a status pipe, which exits at once.
-func namespaceWorks(ns nsKind) bool {
+// namespaceRefusedHere reports whether the kernel refuses a namespace of
+// kind ns here, as a probe with nothing else in its way finds: started in
+// /, it runs bashcall's launcher without a status pipe, which exits at
+// once. A probe that fails otherwise (no process could be forked) says
+// nothing of the namespace: not refused.
+func namespaceRefusedHere(ns nsKind) bool {
 	undo := prepareFork(ns)
 	pid, err := syscall.ForkExec(selfExe(), []string{"bashcall", launcherArg}, &syscall.ProcAttr{
 		Dir: "/", Env: []string{}, Sys: launcherSysProcAttr(ns, false),
 	})
 	undo()
 	if err != nil {
-		return false
+		return namespaceRefused(err)
 	}
 	for {
 		if _, err := syscall.Wait4(pid, nil, 0, nil); err != syscall.EINTR {
-			return true
+			return false
 		}
 	}
 }

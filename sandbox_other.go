@@ -74,5 +74,5 @@ func launcherReport(func(string) string) string { return "launcher: none (only L
 // nativeExecRefused: there is no native launcher to refuse.
 func nativeExecRefused(error, string) bool { return false }
 
-// namespaceWorks: there are no namespaces here.
-func namespaceWorks(nsKind) bool { return false }
+// namespaceRefusedHere: there are no namespaces here.
+func namespaceRefusedHere(nsKind) bool { return true }
