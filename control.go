@@ -213,6 +213,15 @@ func passwdHome(uid int) string {
 // symlink before it. What does not exist, or cannot be looked at, is kept
 // as named; a relative p is taken from the working directory.
 func canonicalPrefix(p string) string {
+	c, _ := resolveWithin(p, nil)
+	return c
+}
+
+// resolveWithin is canonicalPrefix spending one of *steps (unless steps is
+// nil) on each name it walks, and giving up, false, once they run out: a
+// path a command shaped (a symlink to a chain of directories thousands
+// deep) costs its depth to resolve.
+func resolveWithin(p string, steps *int) (string, bool) {
 	if !filepath.IsAbs(p) {
 		if wd, err := os.Getwd(); err == nil {
 			p = wd + "/" + p // not cleaned: ".." follows the symlinks before it
@@ -221,6 +230,12 @@ func canonicalPrefix(p string) string {
 	resolved := "/"
 	rest := strings.Split(p, "/")
 	for links := 0; len(rest) > 0; {
+		if steps != nil {
+			if *steps <= 0 {
+				return "", false
+			}
+			*steps--
+		}
 		c := rest[0]
 		rest = rest[1:]
 		if c == "" || c == "." {
@@ -238,7 +253,7 @@ func canonicalPrefix(p string) string {
 		}
 		rest = append(strings.Split(target, "/"), rest...)
 	}
-	return resolved
+	return resolved, true
 }
 
 // openOwn opens a file of the state dir (never through a symlink). One of

@@ -33,7 +33,8 @@ const (
 	maxGuardEntries = 2000
 	maxGuardBytes   = 4 << 20
 	maxModuleDepth  = 6
-	maxSubmodules   = 512 // of one .gitmodules
+	maxSubmodules   = 512  // of one .gitmodules
+	maxResolveSteps = 4096 // names walked resolving one top's submodule paths (its own workspace's: 4 times more)
 )
 
 // guardEntry is one protected path as it was before the call.
@@ -92,6 +93,7 @@ type guardBudget struct {
 	own                bool // the call's workspace
 	tops, entries      int
 	bytes              int
+	steps              int // left for resolving submodule paths (resolveWithin)
 	spent, warnedSpent bool
 }
 
@@ -127,52 +129,69 @@ func (b *guardBudget) spend() error {
 // ancestors; without it only what exists is noted.
 func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, error) {
 	g := &gitGuard{}
-	seen := map[string]bool{}
+	// done holds the tops scanned and the paths recorded, never what a
+	// spent budget skipped: another top's budget can still pay for those.
+	done := map[string]bool{}
+	own := ""
+	if len(writable) > 0 {
+		own = writable[0]
+	}
 	type scanTop struct {
 		dir    string
 		budget *guardBudget // its writable directory's, or the session's it belongs to
 	}
 	var tops []scanTop
-	for i, d := range append(append([]string(nil), writable...), others...) {
-		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: i == 0, bytes: maxGuardBytes}})
+	for _, d := range append(append([]string(nil), writable...), others...) {
+		steps := maxResolveSteps
+		if d == own {
+			steps = 4 * maxResolveSteps
+		}
+		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: d == own, bytes: maxGuardBytes, steps: steps}})
 	}
 	for i := 0; i < len(tops); i++ {
 		top, b := tops[i].dir, tops[i].budget
 		root := containing(top, writable)
-		if root == "" || seen["top:"+top] {
+		if root == "" || done["top:"+top] {
 			continue
 		}
-		seen["top:"+top] = true
 		if b.over(&b.tops) {
 			if err := b.spend(); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		done["top:"+top] = true
 		for _, sub := range submodulePaths(top) {
 			// Canonical, as every path the launcher binds must be: it
 			// refuses a symlink on the way (a .gitmodules path can lead
 			// through one), and where the path leads is what git reaches.
 			// The directory that named it pays for it.
-			if c, err := filepath.EvalSymlinks(filepath.Join(top, sub)); err == nil && !seen["top:"+c] {
+			c, ok := resolveWithin(filepath.Join(top, sub), &b.steps)
+			if !ok {
+				if err := b.spend(); err != nil {
+					return nil, err
+				}
+				break
+			}
+			if !done["top:"+c] {
 				tops = append(tops, scanTop{c, b})
 			}
 		}
 		for _, gitDir := range gitDirsOf(top) {
-			// Not a git dir in another writable directory: a .git file in
-			// /tmp naming a directory of a session's workspace must not
-			// have that session's files bound or reverted. (One outside
-			// every writable directory no command can change; the .git
-			// file that names it is protected.)
-			gitRoot := containing(gitDir, writable)
-			if gitRoot != "" && gitRoot != root {
-				continue
-			}
+			// A .git file elsewhere that names a git dir in the call's
+			// own workspace: the workspace's files are not another
+			// place's to bind or revert (its own scan protects them).
+			intoOwn := root != own && containing(gitDir, writable) == own
 			var paths []string
-			if full {
+			if full && !intoOwn {
 				paths = append(paths, "shallow:"+gitDir)
 			}
-			paths = append(paths, protectedGitPaths(gitDir)...)
+			complete := true
+			if !intoOwn {
+				var more []string
+				more, complete = protectedGitPaths(gitDir)
+				paths = append(paths, more...)
+			}
 			if dotGit := filepath.Join(top, ".git"); gitDir != dotGit {
 				paths = append(paths, dotGit) // the .git file that points at it
 			}
@@ -180,10 +199,10 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				shallow := strings.HasPrefix(p, "shallow:")
 				p = strings.TrimPrefix(p, "shallow:")
 				key := fmt.Sprint(shallow, p)
-				if containing(p, writable) != root || seen[key] {
-					continue // not writable here, or done
+				proot := containing(p, writable)
+				if proot == "" || done[key] {
+					continue
 				}
-				seen[key] = true
 				if b.over(&b.entries) {
 					if err := b.spend(); err != nil {
 						return nil, err
@@ -192,21 +211,31 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				}
 				var err error
 				if shallow {
-					err = g.recordShallow(root, p)
+					err = g.recordShallow(proot, p)
 				} else {
-					err = g.record(root, p, full, &b.bytes)
+					err = g.record(proot, p, full, b)
 				}
 				if errors.Is(err, errGuardFull) {
 					err = b.spend()
+				} else if err == nil {
+					done[key] = true
 				}
 				if err != nil {
 					return nil, err
 				}
 			}
-			if gitRoot != "" && !seen["pin:"+gitDir] {
-				seen["pin:"+gitDir] = true
+			if !complete { // more than a budget: what was listed is protected, and no more
+				if err := b.spend(); err != nil {
+					return nil, err
+				}
+			}
+			if !intoOwn && containing(gitDir, writable) != "" && !done["pin:"+gitDir] {
+				done["pin:"+gitDir] = true
 				g.Pins = append(g.Pins, gitDir)
 			}
+		}
+		if b.spent {
+			delete(done, "top:"+top) // what it skipped, another budget may pay for
 		}
 	}
 	if full {
@@ -331,53 +360,56 @@ func readGitFile(p, prefix string) (string, bool) {
 }
 
 // protectedGitPaths lists what git dir g protects, with the git dirs of
-// its linked worktrees and (recursively) its submodules.
-func protectedGitPaths(g string) []string {
-	var out []string
+// its linked worktrees and (recursively) its submodules; complete is
+// false where a directory held more entries than a budget, or the list
+// grew past one, and the list stopped there.
+func protectedGitPaths(g string) (paths []string, complete bool) {
+	complete = true
+	list := func(dir string) []os.DirEntry {
+		entries, err := readDirBounded(dir)
+		if errors.Is(err, errTooLarge) || len(paths) > maxGuardEntries {
+			complete = false
+			return nil
+		}
+		return entries
+	}
 	var walk func(dir string, depth int)
+	var walkModules func(modules string, depth int)
 	walk = func(dir string, depth int) {
 		for _, name := range []string{"config", "config.worktree", "commondir", "hooks"} {
-			out = append(out, filepath.Join(dir, name))
+			paths = append(paths, filepath.Join(dir, name))
 		}
 		if depth >= maxModuleDepth {
 			return
 		}
-		worktrees, _ := os.ReadDir(filepath.Join(dir, "worktrees"))
-		for _, w := range worktrees {
+		for _, w := range list(filepath.Join(dir, "worktrees")) {
 			if w.IsDir() {
 				wd := filepath.Join(dir, "worktrees", w.Name())
-				out = append(out, filepath.Join(wd, "config.worktree"), filepath.Join(wd, "commondir"), filepath.Join(wd, "gitdir"))
+				paths = append(paths, filepath.Join(wd, "config.worktree"), filepath.Join(wd, "commondir"), filepath.Join(wd, "gitdir"))
 			}
 		}
-		walkModules(filepath.Join(dir, "modules"), depth, walk)
+		walkModules(filepath.Join(dir, "modules"), depth)
+	}
+	walkModules = func(modules string, depth int) {
+		for _, e := range list(modules) {
+			if !e.IsDir() {
+				continue
+			}
+			d := filepath.Join(modules, e.Name())
+			if _, err := os.Lstat(filepath.Join(d, "HEAD")); err == nil {
+				walk(d, depth+1)
+			} else if depth < maxModuleDepth {
+				walkModules(d, depth+1)
+			}
+		}
 	}
 	walk(g, 0)
-	return out
-}
-
-// walkModules visits each submodule git dir under modules (a submodule's
-// name may hold slashes, so a git dir is a directory holding HEAD).
-func walkModules(modules string, depth int, visit func(string, int)) {
-	entries, err := os.ReadDir(modules)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		d := filepath.Join(modules, e.Name())
-		if _, err := os.Lstat(filepath.Join(d, "HEAD")); err == nil {
-			visit(d, depth+1)
-		} else if depth < maxModuleDepth {
-			walkModules(d, depth+1, visit)
-		}
-	}
+	return paths, complete
 }
 
 // record notes one protected path. A missing hooks directory is created
 // first (git init makes one too), so that it can be protected like any.
-func (g *gitGuard) record(root, p string, full bool, budget *int) error {
+func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
 	rel, _ := filepath.Rel(root, p)
 	fi, err := os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) && filepath.Base(p) == "hooks" {
@@ -395,14 +427,17 @@ func (g *gitGuard) record(root, p string, full bool, budget *int) error {
 		e.Kind, e.Mode = fileKind(fi), fi.Mode()
 	}
 	if full {
-		if err := e.capture(budget); err != nil {
+		if err := e.capture(&b.bytes); err != nil {
 			return err
 		}
 	}
 	g.Entries = append(g.Entries, e)
 	if full && e.Kind == "dir" {
 		for _, n := range e.Names {
-			if err := g.record(root, filepath.Join(p, n), full, budget); err != nil {
+			if b.over(&b.entries) {
+				return errGuardFull
+			}
+			if err := g.record(root, filepath.Join(p, n), full, b); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -305,10 +306,13 @@ func (e *guardEntry) capture(budget *int) error {
 		e.Data = []byte(t)
 	case "dir":
 		var entries []os.DirEntry
-		entries, err = os.ReadDir(p)
+		if entries, err = readDirBounded(p); errors.Is(err, errTooLarge) {
+			err = errGuardFull
+		}
 		for _, d := range entries {
 			e.Names = append(e.Names, d.Name())
 		}
+		sort.Strings(e.Names) // as dirNames lists them
 	}
 	if err != nil {
 		return fmt.Errorf("protecting %q: %w", p, err)
@@ -319,9 +323,27 @@ func (e *guardEntry) capture(budget *int) error {
 	return nil
 }
 
-// errGuardFull is a writable directory's protected git files over
-// maxGuardBytes.
-var errGuardFull = fmt.Errorf("the protected git files are over %d bytes", maxGuardBytes)
+// errGuardFull is a top's protected git files over its budget.
+var errGuardFull = fmt.Errorf("the protected git files are over %d paths or %d bytes", maxGuardEntries, maxGuardBytes)
+
+// readDirBounded lists directory p (never anything else: a FIFO swapped
+// in is not waited on), up to maxGuardEntries entries; more is
+// errTooLarge, with none listed.
+func readDirBounded(p string) ([]os.DirEntry, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(maxGuardEntries + 1)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if len(entries) > maxGuardEntries {
+		return nil, fmt.Errorf("%q: %w", p, errTooLarge)
+	}
+	return entries, err
+}
 
 // errTooLarge is a file over what readSmall may read.
 var errTooLarge = errors.New("too large")

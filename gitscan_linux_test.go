@@ -182,3 +182,91 @@ func TestGuardSharedDirectory(t *testing.T) {
 		t.Error("readSmall read a device")
 	}
 }
+
+// TestGuardNotClaimed: no top or path that a shared directory's spent
+// budget skipped goes unprotected: a .git file in a shared directory
+// leading, through a git dir of 700 worktrees, to the common dir of
+// another session's workspace there leaves that workspace protected by
+// its own budget; a shared directory's .gitmodules naming the call's own
+// nested submodule through a symlink leaves the submodule's .git file
+// protected; and a workspace that is a submodule checkout in a shared
+// directory, its git dir beside it there, keeps its .git file protected.
+func TestGuardNotClaimed(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			shared, err := os.MkdirTemp(testBase, "shared-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(shared)
+			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
+			e.extraEnv = m.env
+			// Session B's workspace in the shared directory, and the
+			// junk that spends the shared directory's budget.
+			wsB := filepath.Join(shared, "wsB")
+			newRepo(t, wsB)
+			if text := e.call(sessionCall("echo pinned", "B", wsB, "")).text(); text != "pinned\n" {
+				t.Fatalf("session B's call: %q", text)
+			}
+			evil := filepath.Join(shared, "evil")
+			for i := range 700 {
+				os.MkdirAll(filepath.Join(evil, "worktrees", fmt.Sprint("w", i)), 0o755)
+			}
+			os.WriteFile(filepath.Join(evil, "HEAD"), []byte("ref: refs/heads/x\n"), 0o644)
+			os.WriteFile(filepath.Join(evil, "commondir"), []byte(filepath.Join(wsB, ".git")+"\n"), 0o644)
+			os.WriteFile(filepath.Join(shared, ".git"), []byte("gitdir: "+evil+"\n"), 0o644)
+			// The call's own workspace, with a nested submodule that the
+			// shared directory names through a symlink.
+			newRepo(t, e.workspace)
+			subsub := filepath.Join(e.workspace, "sub", "subsub")
+			newRepo(t, filepath.Join(e.workspace, ".git", "modules", "x"))
+			os.MkdirAll(subsub, 0o755)
+			os.WriteFile(filepath.Join(e.workspace, ".gitmodules"), []byte("[submodule \"sub\"]\n\tpath = sub\n"), 0o644)
+			os.WriteFile(filepath.Join(e.workspace, "sub", ".gitmodules"), []byte("[submodule \"subsub\"]\n\tpath = subsub\n"), 0o644)
+			os.WriteFile(filepath.Join(subsub, ".git"), []byte("gitdir: "+filepath.Join(e.workspace, ".git", "modules", "x", ".git")+"\n"), 0o644)
+			os.Symlink(subsub, filepath.Join(shared, "l"))
+			os.WriteFile(filepath.Join(shared, ".gitmodules"), []byte("[submodule \"l\"]\n\tpath = l\n"), 0o644)
+			hookB := filepath.Join(wsB, ".git", "hooks", "pre-commit")
+			attack := fmt.Sprintf("echo planted > %s; echo 'gitdir: /forged' > %s; echo ran", hookB, filepath.Join(subsub, ".git"))
+			if text := e.call(sessionCall(attack, "A", e.workspace, "")).text(); !strings.Contains(text, "ran\n") {
+				t.Fatalf("session A's call: %q", text)
+			}
+			if b, err := os.ReadFile(hookB); err == nil {
+				t.Errorf("session B's hook was planted: %q", b)
+			}
+			if b, _ := os.ReadFile(filepath.Join(subsub, ".git")); strings.Contains(string(b), "forged") {
+				t.Errorf("the nested submodule's .git file was repointed: %q", b)
+			}
+			// A workspace that is a submodule checkout beside its git dir.
+			proj := filepath.Join(shared, "proj")
+			newRepo(t, filepath.Join(proj, ".git", "modules", "sub"))
+			os.MkdirAll(filepath.Join(proj, "sub"), 0o755)
+			dotGit := filepath.Join(proj, "sub", ".git")
+			os.WriteFile(dotGit, []byte("gitdir: ../.git/modules/sub/.git\n"), 0o644)
+			e.call(sessionCall("echo 'gitdir: /forged' > .git", "C", filepath.Join(proj, "sub"), ""))
+			if b, _ := os.ReadFile(dotGit); strings.Contains(string(b), "forged") {
+				t.Errorf("the submodule workspace's .git file was repointed: %q", b)
+			}
+		})
+	}
+	deep := t.TempDir()
+	p := deep
+	for range 40 {
+		p = filepath.Join(p, "a")
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	steps := 20
+	if _, ok := resolveWithin(p, &steps); ok || steps != 0 {
+		t.Errorf("resolveWithin of a path deeper than its steps: ok, %d steps left", steps)
+	}
+	many := t.TempDir()
+	for i := range maxGuardEntries + 1 {
+		os.WriteFile(filepath.Join(many, fmt.Sprint(i)), nil, 0o644)
+	}
+	if entries, err := readDirBounded(many); !errors.Is(err, errTooLarge) || entries != nil {
+		t.Errorf("readDirBounded of %d entries: %d, %v", maxGuardEntries+1, len(entries), err)
+	}
+}
