@@ -113,11 +113,17 @@ func (b *guardBudget) spend() error {
 	if b.own {
 		return fmt.Errorf("too many protected git files under %q", b.dir)
 	}
-	if b.spent = true; !b.warnedSpent {
+	b.spent = true
+	b.warn()
+	return nil
+}
+
+// warn says once on stderr that not all of the top's git files are protected.
+func (b *guardBudget) warn() {
+	if !b.warnedSpent {
 		b.warnedSpent = true
 		warnf("bashcall: the git files under %q are more than a call protects; only the first are protected", b.dir)
 	}
-	return nil
 }
 
 // planGitGuard records the protected paths of every repository whose git
@@ -161,7 +167,14 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			continue
 		}
 		done["top:"+top] = true
-		for _, sub := range submodulePaths(top) {
+		subs, complete := submodulePaths(top)
+		if !complete { // more than a .gitmodules holds: those listed are protected, and no more
+			if b.own {
+				return nil, b.spend()
+			}
+			b.warn()
+		}
+		for _, sub := range subs {
 			// Canonical, as every path the launcher binds must be: it
 			// refuses a symlink on the way (a .gitmodules path can lead
 			// through one), and where the path leads is what git reaches.
@@ -177,23 +190,25 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				tops = append(tops, scanTop{c, b})
 			}
 		}
-		for _, gitDir := range gitDirsOf(top) {
-			// A .git file elsewhere that names a git dir in the call's
-			// own workspace: the workspace's files are not another
-			// place's to bind or revert (its own scan protects them).
-			intoOwn := root != own && containing(gitDir, writable) == own
+		dotGit := filepath.Join(top, ".git")
+		gitDirs := gitDirsOf(top)
+		if fi, err := os.Lstat(dotGit); err == nil && fi.Mode().IsRegular() {
+			// A .git file is protected whatever it names, so that it
+			// cannot be pointed at a forged git dir.
+			gitDirs = append([]string{""}, gitDirs...)
+		}
+		for _, gitDir := range gitDirs {
 			var paths []string
-			if full && !intoOwn {
-				paths = append(paths, "shallow:"+gitDir)
-			}
 			complete := true
-			if !intoOwn {
+			if gitDir == "" {
+				paths = append(paths, dotGit)
+			} else {
+				if full {
+					paths = append(paths, "shallow:"+gitDir)
+				}
 				var more []string
 				more, complete = protectedGitPaths(gitDir)
 				paths = append(paths, more...)
-			}
-			if dotGit := filepath.Join(top, ".git"); gitDir != dotGit {
-				paths = append(paths, dotGit) // the .git file that points at it
 			}
 			for _, p := range paths {
 				shallow := strings.HasPrefix(p, "shallow:")
@@ -229,7 +244,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					return nil, err
 				}
 			}
-			if !intoOwn && containing(gitDir, writable) != "" && !done["pin:"+gitDir] {
+			if gitDir != "" && containing(gitDir, writable) != "" && !done["pin:"+gitDir] {
 				done["pin:"+gitDir] = true
 				g.Pins = append(g.Pins, gitDir)
 			}
@@ -258,28 +273,27 @@ func (g *gitGuard) recordShallow(root, p string) error {
 
 // submodulePaths reads the submodule paths of .gitmodules at top: each
 // has a .git file (or dir) of its own that git follows.
-func submodulePaths(top string) []string {
+func submodulePaths(top string) (out []string, complete bool) {
 	b, err := readSmall(filepath.Join(top, ".gitmodules"), 1<<20)
 	if err != nil {
-		return nil
+		return nil, !errors.Is(err, errTooLarge)
 	}
-	var out []string
 	seen := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok || strings.TrimSpace(k) != "path" {
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "path") { // git's keys know no case
 			continue
 		}
-		v = filepath.Clean(strings.TrimSpace(v))
+		v = filepath.Clean(unquote(strings.TrimSpace(v)))
 		if v != "." && !filepath.IsAbs(v) && !strings.HasPrefix(v, "..") && !seen[v] {
 			if len(out) == maxSubmodules {
-				break
+				return out, false
 			}
 			seen[v] = true
 			out = append(out, v)
 		}
 	}
-	return out
+	return out, true
 }
 
 // controlModes records the modes of controls and of their ancestors that
@@ -328,14 +342,61 @@ func gitDirsOf(dir string) []string {
 		return nil
 	}
 	gitDir, ok := readGitFile(dotGit, "gitdir: ")
-	if !ok {
+	if !ok || !isGitDir(gitDir) {
 		return nil
 	}
 	out := []string{gitDir}
-	if common, ok := readGitFile(filepath.Join(gitDir, "commondir"), ""); ok {
+	if common, ok := readGitFile(filepath.Join(gitDir, "commondir"), ""); ok && isGitDir(common) {
 		out = append(out, common)
 	}
 	return out
+}
+
+// coreWorktree is core.worktree in git dir g's config (as git submodule
+// writes it for a submodule's git dir under .git/modules), canonical, or
+// "".
+func coreWorktree(g string) string {
+	b, err := readSmall(filepath.Join(g, "config"), 1<<16)
+	if err != nil {
+		return ""
+	}
+	section := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = strings.ToLower(strings.Trim(line, "[] \t"))
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || section != "core" || !strings.EqualFold(strings.TrimSpace(k), "worktree") {
+			continue
+		}
+		v = unquote(strings.TrimSpace(v))
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(g, v)
+		}
+		if c, err := filepath.EvalSymlinks(v); err == nil {
+			return c
+		}
+	}
+	return ""
+}
+
+// unquote is a git config or .gitmodules value without its double quotes.
+func unquote(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// isGitDir reports whether dir is one that git would take for a git dir,
+// which holds HEAD: a .git file or commondir naming any other directory
+// (a session's src/, by a file another session put in /tmp) makes git
+// fail, and has nothing of that directory protected.
+func isGitDir(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, "HEAD"))
+	return err == nil
 }
 
 // readGitFile reads a one-line pointer file of git's ("gitdir: PATH", or
@@ -365,9 +426,16 @@ func readGitFile(p, prefix string) (string, bool) {
 // grew past one, and the list stopped there.
 func protectedGitPaths(g string) (paths []string, complete bool) {
 	complete = true
+	listed := 0
 	list := func(dir string) []os.DirEntry {
+		// Each directory walked counts, whether or not it adds a path: a
+		// tree of empty directories under modules/ costs its size.
+		if listed++; listed > maxGuardEntries || len(paths) > maxGuardEntries {
+			complete = false
+			return nil
+		}
 		entries, err := readDirBounded(dir)
-		if errors.Is(err, errTooLarge) || len(paths) > maxGuardEntries {
+		if errors.Is(err, errTooLarge) {
 			complete = false
 			return nil
 		}
@@ -378,6 +446,11 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 	walk = func(dir string, depth int) {
 		for _, name := range []string{"config", "config.worktree", "commondir", "hooks"} {
 			paths = append(paths, filepath.Join(dir, name))
+		}
+		if wt := coreWorktree(dir); wt != "" {
+			// A submodule's checkout, found from its git dir, whatever
+			// .gitmodules says now: its .git file names this git dir.
+			paths = append(paths, filepath.Join(wt, ".git"))
 		}
 		if depth >= maxModuleDepth {
 			return

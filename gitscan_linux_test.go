@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -48,18 +49,28 @@ func TestSubmoduleThroughSymlink(t *testing.T) {
 
 // TestGitFilesNotRegular: what any session's command can put where the
 // scan before every confined call reads git's files (a FIFO as
-// .gitmodules, or as the commondir a .git file leads to) does not hang
-// the next call, and a sparse .gitmodules of gigabytes is not read.
+// .gitmodules, or as the commondir a .git file leads to, in a directory
+// every session writes) does not hang the next call, and a sparse
+// .gitmodules of gigabytes is not read; in the call's own workspace,
+// where it would hide the submodules to protect, it refuses the call.
 func TestGitFilesNotRegular(t *testing.T) {
 	requireABI(t, 1)
-	for _, plant := range []string{
-		"mkfifo .gitmodules",
-		"mkdir g && mkfifo g/commondir && echo 'gitdir: g' > .git",
-		"truncate -s 2G .gitmodules",
+	shared, err := os.MkdirTemp(testBase, "shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shared)
+	for _, tt := range []struct{ plant, want string }{
+		{"cd " + shared + " && mkfifo .gitmodules", "ran\n"},
+		{"cd " + shared + " && mkdir g && touch g/HEAD && mkfifo g/commondir && echo 'gitdir: g' > .git", "ran\n"},
+		{"cd " + shared + " && truncate -s 2G .gitmodules", "ran\n"},
+		{"truncate -s 2G .gitmodules", "Error: refusing to run under workspace-write: too many protected git files under "},
 	} {
-		t.Run(plant, func(t *testing.T) {
-			e := newConfinedEnv(t, "")
-			if text := e.call(bashReq(plant+" && echo planted", "")).text(); text != "planted\n" {
+		t.Run(tt.plant, func(t *testing.T) {
+			os.RemoveAll(shared)
+			os.Mkdir(shared, 0o755)
+			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
+			if text := e.call(bashReq(tt.plant+" && echo planted", "")).text(); text != "planted\n" {
 				t.Fatalf("planting: %q", text)
 			}
 			c := e.cmd("-text")
@@ -68,8 +79,8 @@ func TestGitFilesNotRegular(t *testing.T) {
 			go func() { out, _ := c.Output(); done <- out }()
 			select {
 			case out := <-done:
-				if string(out) != "ran\n" {
-					t.Errorf("the next call: %q", out)
+				if !strings.HasPrefix(string(out), tt.want) {
+					t.Errorf("the next call: %q, want %q", out, tt.want)
 				}
 			case <-time.After(20 * time.Second):
 				c.Process.Kill()
@@ -268,5 +279,54 @@ func TestGuardNotClaimed(t *testing.T) {
 	}
 	if entries, err := readDirBounded(many); !errors.Is(err, errTooLarge) || entries != nil {
 		t.Errorf("readDirBounded of %d entries: %d, %v", maxGuardEntries+1, len(entries), err)
+	}
+}
+
+// TestGuardFromGitDirs: what a command can change of a repository's
+// files does not change what is protected: a submodule's .git file is
+// found from its git dir under .git/modules (core.worktree), however
+// .gitmodules was cut or respelled by an earlier call; and a repository
+// of the call's own workspace that only another session's worktree (in a
+// shared directory) points at has its hooks and config protected.
+func TestGuardFromGitDirs(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			shared, err := os.MkdirTemp(testBase, "shared-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(shared)
+			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
+			e.extraEnv = m.env
+			upstream := filepath.Join(e.dir, "upstream")
+			newRepo(t, upstream)
+			newRepo(t, e.workspace)
+			gitRun(t, e.workspace, "submodule", "add", "-q", upstream, "sub")
+			gitRun(t, e.workspace, "commit", "-qm", "add sub")
+			for _, cut := range []string{"rm .gitmodules", "sed -i 's/path = sub/Path = \"sub\"/' .gitmodules", "git config -f .gitmodules --remove-section submodule.sub"} {
+				e.call(sessionCall(cut, "A", e.workspace, ""))
+				e.call(sessionCall("echo 'gitdir: /forged' > sub/.git", "A", e.workspace, ""))
+				if b, _ := os.ReadFile(filepath.Join(e.workspace, "sub", ".git")); strings.Contains(string(b), "forged") {
+					t.Errorf("after %q, the submodule's .git file was repointed: %q", cut, b)
+				}
+				gitRun(t, e.workspace, "checkout", "-q", ".gitmodules")
+			}
+			proj := filepath.Join(e.workspace, "proj")
+			newRepo(t, proj)
+			wt := filepath.Join(shared, "b")
+			gitRun(t, proj, "worktree", "add", "-q", wt, "-b", "b")
+			if text := e.call(sessionCall("echo pinned", "B", wt, "")).text(); text != "pinned\n" {
+				t.Fatalf("session B's call: %q", text)
+			}
+			hook := filepath.Join(proj, ".git", "hooks", "post-checkout")
+			e.call(sessionCall("echo planted > "+hook+"; git -C proj config core.fsmonitor 'touch /nowhere'", "A", e.workspace, ""))
+			if b, err := os.ReadFile(hook); err == nil {
+				t.Errorf("the repository's hook was planted: %q", b)
+			}
+			if out, _ := exec.Command("git", "-C", proj, "config", "core.fsmonitor").Output(); len(out) > 0 {
+				t.Errorf("the repository's config holds core.fsmonitor = %q", out)
+			}
+		})
 	}
 }
