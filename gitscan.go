@@ -1,0 +1,192 @@
+package main
+
+// Finding what the git protection (gitguard.go) protects: the git dirs
+// of a directory, the submodules and worktrees of a git dir, read off
+// files any session's command may have shaped (gitrestore.go's readSmall
+// reads them).
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// submodulePaths reads the submodule paths of .gitmodules at top: each
+// has a .git file (or dir) of its own that git follows.
+func submodulePaths(top string) (out []string, complete bool) {
+	b, err := readSmall(filepath.Join(top, ".gitmodules"), 1<<20)
+	if err != nil {
+		return nil, !errors.Is(err, errTooLarge)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), "path") { // git's keys know no case
+			continue
+		}
+		v = filepath.Clean(unquote(strings.TrimSpace(v)))
+		if v != "." && !filepath.IsAbs(v) && !strings.HasPrefix(v, "..") && !seen[v] {
+			if len(out) == maxSubmodules {
+				return out, false
+			}
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out, true
+}
+
+// gitDirsOf finds the git dirs of the repository at dir: its .git
+// directory, or the one a .git file points at, with the common dir of a
+// linked worktree.
+func gitDirsOf(dir string) []string {
+	dotGit := filepath.Join(dir, ".git")
+	fi, err := os.Lstat(dotGit)
+	if err != nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return []string{dotGit}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	gitDir, ok := readGitFile(dotGit, "gitdir: ")
+	if !ok || !isGitDir(gitDir) {
+		return nil
+	}
+	out := []string{gitDir}
+	if common, ok := readGitFile(filepath.Join(gitDir, "commondir"), ""); ok && isGitDir(common) {
+		out = append(out, common)
+	}
+	return out
+}
+
+// coreWorktree is core.worktree in git dir g's config (as git submodule
+// writes it for a submodule's git dir under .git/modules), canonical, or
+// "".
+func coreWorktree(g string) string {
+	b, err := readSmall(filepath.Join(g, "config"), 1<<16)
+	if err != nil {
+		return ""
+	}
+	section := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = strings.ToLower(strings.Trim(line, "[] \t"))
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || section != "core" || !strings.EqualFold(strings.TrimSpace(k), "worktree") {
+			continue
+		}
+		v = unquote(strings.TrimSpace(v))
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(g, v)
+		}
+		if c, err := filepath.EvalSymlinks(v); err == nil {
+			return c
+		}
+	}
+	return ""
+}
+
+// unquote is a git config or .gitmodules value without its double quotes.
+func unquote(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// isGitDir reports whether dir is one that git would take for a git dir,
+// which holds HEAD: a .git file or commondir naming any other directory
+// (a session's src/, by a file another session put in /tmp) makes git
+// fail, and has nothing of that directory protected.
+func isGitDir(dir string) bool {
+	_, err := os.Lstat(filepath.Join(dir, "HEAD"))
+	return err == nil
+}
+
+// readGitFile reads a one-line pointer file of git's ("gitdir: PATH", or
+// a commondir's bare PATH), relative to the file's directory, canonical.
+func readGitFile(p, prefix string) (string, bool) {
+	b, err := readSmall(p, 4096)
+	if err != nil {
+		return "", false
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(string(b)), prefix)
+	if !ok || line == "" {
+		return "", false
+	}
+	if !filepath.IsAbs(line) {
+		line = filepath.Join(filepath.Dir(p), line)
+	}
+	c, err := filepath.EvalSymlinks(line)
+	if err != nil {
+		return "", false
+	}
+	return c, true
+}
+
+// protectedGitPaths lists what git dir g protects, with the git dirs of
+// its linked worktrees and (recursively) its submodules; complete is
+// false where a directory held more entries than a budget, or the list
+// grew past one, and the list stopped there.
+func protectedGitPaths(g string) (paths []string, complete bool) {
+	complete = true
+	listed := 0
+	list := func(dir string) []os.DirEntry {
+		// Each directory walked counts, whether or not it adds a path: a
+		// tree of empty directories under modules/ costs its size.
+		if listed++; listed > maxGuardEntries || len(paths) > maxGuardEntries {
+			complete = false
+			return nil
+		}
+		entries, err := readDirBounded(dir)
+		if errors.Is(err, errTooLarge) {
+			complete = false
+			return nil
+		}
+		return entries
+	}
+	var walk func(dir string, depth int)
+	var walkModules func(modules string, depth int)
+	walk = func(dir string, depth int) {
+		for _, name := range []string{"config", "config.worktree", "commondir", "hooks"} {
+			paths = append(paths, filepath.Join(dir, name))
+		}
+		if wt := coreWorktree(dir); wt != "" {
+			// A submodule's checkout, found from its git dir, whatever
+			// .gitmodules says now: its .git file names this git dir.
+			paths = append(paths, filepath.Join(wt, ".git"))
+		}
+		if depth >= maxModuleDepth {
+			return
+		}
+		for _, w := range list(filepath.Join(dir, "worktrees")) {
+			if w.IsDir() {
+				wd := filepath.Join(dir, "worktrees", w.Name())
+				paths = append(paths, filepath.Join(wd, "config.worktree"), filepath.Join(wd, "commondir"), filepath.Join(wd, "gitdir"))
+			}
+		}
+		walkModules(filepath.Join(dir, "modules"), depth)
+	}
+	walkModules = func(modules string, depth int) {
+		for _, e := range list(modules) {
+			if !e.IsDir() {
+				continue
+			}
+			d := filepath.Join(modules, e.Name())
+			if _, err := os.Lstat(filepath.Join(d, "HEAD")); err == nil {
+				walk(d, depth+1)
+			} else if depth < maxModuleDepth {
+				walkModules(d, depth+1)
+			}
+		}
+	}
+	walk(g, 0)
+	return paths, complete
+}
