@@ -210,7 +210,8 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				more, complete = protectedGitPaths(gitDir)
 				paths = append(paths, more...)
 			}
-			for _, p := range paths {
+			for k := 0; k < len(paths); k++ {
+				p := paths[k]
 				shallow := strings.HasPrefix(p, "shallow:")
 				p = strings.TrimPrefix(p, "shallow:")
 				key := fmt.Sprint(shallow, p)
@@ -234,6 +235,13 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					err = b.spend()
 				} else if err == nil {
 					done[key] = true
+					if last := g.Entries[len(g.Entries)-1]; !shallow && last.Kind == "symlink" {
+						// What a protected symlink (.git/hooks ->
+						// ../githooks) leads to is protected too.
+						if t, terr := filepath.EvalSymlinks(p); terr == nil {
+							paths = append(paths, t)
+						}
+					}
 				}
 				if err != nil {
 					return nil, err
@@ -319,6 +327,13 @@ func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
 		return fmt.Errorf("protecting %q: %w", p, err)
 	default:
 		e.Kind, e.Mode = fileKind(fi), fi.Mode()
+	}
+	if !full && e.Kind == "symlink" {
+		// No mount can cover a symlink: it is put back after the call,
+		// as a snapshot would.
+		if t, err := os.Readlink(p); err == nil {
+			e.Data, e.Full = []byte(t), true
+		}
 	}
 	if full {
 		if err := e.capture(&b.bytes); err != nil {

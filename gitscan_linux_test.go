@@ -330,3 +330,31 @@ func TestGuardFromGitDirs(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardSymlinkedHooks: a .git/hooks that is a symlink to a directory
+// of the workspace (as some setups keep hooks in the tree) is put back as
+// it was after the call, under both mechanisms, and what it leads to is
+// protected too.
+func TestGuardSymlinkedHooks(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			hooks := filepath.Join(e.workspace, ".git", "hooks")
+			os.RemoveAll(hooks)
+			os.Mkdir(filepath.Join(e.workspace, "githooks"), 0o755)
+			if err := os.Symlink("../githooks", hooks); err != nil {
+				t.Fatal(err)
+			}
+			e.call(bashReq("echo planted > githooks/post-checkout; rm .git/hooks && mkdir .git/hooks && echo planted > .git/hooks/post-checkout; true", ""))
+			if target, err := os.Readlink(hooks); err != nil || target != "../githooks" {
+				t.Errorf(".git/hooks after the call: %q, %v", target, err)
+			}
+			if b, err := os.ReadFile(filepath.Join(e.workspace, "githooks", "post-checkout")); err == nil {
+				t.Errorf("a hook was planted where .git/hooks leads: %q", b)
+			}
+		})
+	}
+}
