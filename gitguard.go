@@ -192,9 +192,10 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 		}
 		dotGit := filepath.Join(top, ".git")
 		gitDirs := gitDirsOf(top)
-		if fi, err := os.Lstat(dotGit); err == nil && fi.Mode().IsRegular() {
-			// A .git file is protected whatever it names, so that it
-			// cannot be pointed at a forged git dir.
+		if fi, err := os.Lstat(dotGit); err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
+			// A .git file or symlink is protected whatever it names (a
+			// symlink is put back after the call), so that it cannot be
+			// pointed at a forged git dir.
 			gitDirs = append([]string{""}, gitDirs...)
 		}
 		for _, gitDir := range gitDirs {
@@ -210,8 +211,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				more, complete = protectedGitPaths(gitDir)
 				paths = append(paths, more...)
 			}
-			for k := 0; k < len(paths); k++ {
-				p := paths[k]
+			for _, p := range paths {
 				shallow := strings.HasPrefix(p, "shallow:")
 				p = strings.TrimPrefix(p, "shallow:")
 				key := fmt.Sprint(shallow, p)
@@ -235,13 +235,6 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					err = b.spend()
 				} else if err == nil {
 					done[key] = true
-					if last := g.Entries[len(g.Entries)-1]; !shallow && last.Kind == "symlink" {
-						// What a protected symlink (.git/hooks ->
-						// ../githooks) leads to is protected too.
-						if t, terr := filepath.EvalSymlinks(p); terr == nil {
-							paths = append(paths, t)
-						}
-					}
 				}
 				if err != nil {
 					return nil, err

@@ -7,6 +7,7 @@ package main
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,22 +39,30 @@ func submodulePaths(top string) (out []string, complete bool) {
 }
 
 // gitDirsOf finds the git dirs of the repository at dir: its .git
-// directory, or the one a .git file points at, with the common dir of a
-// linked worktree.
+// directory, or the one a .git file or symlink points at, with the common
+// dir of a linked worktree.
 func gitDirsOf(dir string) []string {
 	dotGit := filepath.Join(dir, ".git")
 	fi, err := os.Lstat(dotGit)
 	if err != nil {
 		return nil
 	}
-	if fi.IsDir() {
+	var gitDir string
+	switch {
+	case fi.IsDir():
 		return []string{dotGit}
-	}
-	if !fi.Mode().IsRegular() {
-		return nil
-	}
-	gitDir, ok := readGitFile(dotGit, "gitdir: ")
-	if !ok || !isGitDir(gitDir) {
+	case fi.Mode()&fs.ModeSymlink != 0: // git follows it
+		c, err := filepath.EvalSymlinks(dotGit)
+		if err != nil || !isGitDir(c) {
+			return nil
+		}
+		gitDir = c
+	case fi.Mode().IsRegular():
+		var ok bool
+		if gitDir, ok = readGitFile(dotGit, "gitdir: "); !ok || !isGitDir(gitDir) {
+			return nil
+		}
+	default:
 		return nil
 	}
 	out := []string{gitDir}
@@ -160,8 +169,12 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 		}
 		if wt := coreWorktree(dir); wt != "" {
 			// A submodule's checkout, found from its git dir, whatever
-			// .gitmodules says now: its .git file names this git dir.
-			paths = append(paths, filepath.Join(wt, ".git"))
+			// .gitmodules says now: its .git file names this git dir. A
+			// .git file only: a config can name any directory, and a
+			// whole repository there is not this git dir's to protect.
+			if fi, err := os.Lstat(filepath.Join(wt, ".git")); err == nil && fi.Mode().IsRegular() {
+				paths = append(paths, filepath.Join(wt, ".git"))
+			}
 		}
 		if depth >= maxModuleDepth {
 			return

@@ -331,10 +331,12 @@ func TestGuardFromGitDirs(t *testing.T) {
 	}
 }
 
-// TestGuardSymlinkedHooks: a .git/hooks that is a symlink to a directory
-// of the workspace (as some setups keep hooks in the tree) is put back as
-// it was after the call, under both mechanisms, and what it leads to is
-// protected too.
+// TestGuardSymlinkedHooks: a .git/hooks that is a symlink (as some setups
+// keep hooks in the tree) is put back as it was after the call, under both
+// mechanisms. What it leads to is the tree's, as hooks kept in the tree
+// are (core.hooksPath): not protected, so that a link planted to a whole
+// directory (here the workspace itself, from a git dir under
+// .git/modules) cannot make it read-only or have its changes reverted.
 func TestGuardSymlinkedHooks(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
@@ -348,12 +350,56 @@ func TestGuardSymlinkedHooks(t *testing.T) {
 			if err := os.Symlink("../githooks", hooks); err != nil {
 				t.Fatal(err)
 			}
-			e.call(bashReq("echo planted > githooks/post-checkout; rm .git/hooks && mkdir .git/hooks && echo planted > .git/hooks/post-checkout; true", ""))
+			evil := filepath.Join(e.workspace, ".git", "modules", "evil")
+			os.MkdirAll(evil, 0o755)
+			os.WriteFile(filepath.Join(evil, "HEAD"), []byte("ref: refs/heads/x\n"), 0o644)
+			os.Symlink("../../..", filepath.Join(evil, "hooks"))
+			text := e.call(bashReq("echo mine > mine.txt; rm .git/hooks && mkdir .git/hooks && echo planted > .git/hooks/post-checkout; echo ran", "")).text()
+			if !strings.HasPrefix(text, "ran\n") {
+				t.Errorf("the call: %q", text)
+			}
 			if target, err := os.Readlink(hooks); err != nil || target != "../githooks" {
 				t.Errorf(".git/hooks after the call: %q, %v", target, err)
 			}
-			if b, err := os.ReadFile(filepath.Join(e.workspace, "githooks", "post-checkout")); err == nil {
-				t.Errorf("a hook was planted where .git/hooks leads: %q", b)
+			if b, _ := os.ReadFile(filepath.Join(e.workspace, "mine.txt")); string(b) != "mine\n" {
+				t.Errorf("the workspace, which a planted hooks link leads to, was protected: mine.txt = %q", b)
+			}
+			// A git dir whose core.worktree names the workspace, whose
+			// .git is a directory: that repository is not protected whole.
+			os.WriteFile(filepath.Join(evil, "config"), []byte("[core]\n\tworktree = ../../..\n"), 0o644)
+			text = e.call(bashReq("git add -A && git commit -qm mine && echo committed", "")).text()
+			if !strings.HasPrefix(text, "committed\n") || strings.Contains(text, "reverted") {
+				t.Errorf("a commit beside a git dir naming the workspace as its worktree: %q", text)
+			}
+		})
+	}
+}
+
+// TestGuardDotGitSymlink: a workspace whose .git is a symlink to its git
+// dir (git follows it) has that git dir's hooks and config protected, and
+// the symlink put back after the call.
+func TestGuardDotGitSymlink(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e := newConfinedEnv(t, "")
+			e.extraEnv = m.env
+			newRepo(t, e.workspace)
+			real := filepath.Join(e.workspace, ".realgit")
+			if err := os.Rename(filepath.Join(e.workspace, ".git"), real); err != nil {
+				t.Fatal(err)
+			}
+			os.Symlink(".realgit", filepath.Join(e.workspace, ".git"))
+			e.call(bashReq("echo planted > .git/hooks/pre-commit; git config core.fsmonitor 'touch /nowhere'; true", ""))
+			if b, err := os.ReadFile(filepath.Join(real, "hooks", "pre-commit")); err == nil {
+				t.Errorf("a hook was planted through the .git symlink: %q", b)
+			}
+			if out, _ := exec.Command("git", "-C", e.workspace, "config", "core.fsmonitor").Output(); len(out) > 0 {
+				t.Errorf("core.fsmonitor = %q", out)
+			}
+			e.call(bashReq("rm .git && ln -s /tmp .git; true", ""))
+			if target, err := os.Readlink(filepath.Join(e.workspace, ".git")); err != nil || target != ".realgit" {
+				t.Errorf(".git after the call: %q, %v", target, err)
 			}
 		})
 	}
