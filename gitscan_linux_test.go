@@ -404,3 +404,23 @@ func TestGuardDotGitSymlink(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmodulePaths: .gitmodules is read as git reads it, keys without
+// case and values unquoted, each path once, and more than maxSubmodules
+// paths say the list is cut (which refuses a call in its own workspace).
+func TestSubmodulePaths(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("[submodule \"a\"]\n\tPath = \"a\"\n\tpath = a\n[submodule \"b\"]\n\tPATH=b/c\n\tpath = ../out\n\tpath = /abs\n")
+	os.WriteFile(filepath.Join(dir, ".gitmodules"), []byte(b.String()), 0o644)
+	if got, complete := submodulePaths(dir); strings.Join(got, ",") != "a,b/c" || !complete {
+		t.Errorf("submodulePaths = %q, %v", got, complete)
+	}
+	for i := range maxSubmodules + 1 {
+		fmt.Fprintf(&b, "\tpath = m%d\n", i)
+	}
+	os.WriteFile(filepath.Join(dir, ".gitmodules"), []byte(b.String()), 0o644)
+	if got, complete := submodulePaths(dir); len(got) != maxSubmodules || complete {
+		t.Errorf("submodulePaths of %d paths: %d, %v", maxSubmodules+3, len(got), complete)
+	}
+}
