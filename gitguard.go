@@ -147,7 +147,31 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 		budget *guardBudget // its writable directory's, or the session's it belongs to
 	}
 	var tops []scanTop
-	for _, d := range append(append([]string(nil), writable...), others...) {
+	starts := append(append([]string(nil), writable...), others...)
+	// elsewhere reports whether p lies in a starting place other than
+	// start, a directory every session writes (/tmp, a writable root),
+	// and not around it. A pointer (a .git file or symlink, a commondir,
+	// a .gitmodules path) from such a place, which any session's command
+	// can plant, into another place (a session's workspace, private or
+	// not) must not have that place's files bound or reverted: its own
+	// scan protects its repositories. (A session's workspace may point
+	// elsewhere: a linked worktree's git dir is in its main repository.)
+	shared := map[string]bool{}
+	for _, d := range writable[min(1, len(writable)):] {
+		shared[d] = true
+	}
+	elsewhere := func(p, start string) bool {
+		if !shared[start] {
+			return false
+		}
+		for _, d := range starts {
+			if d != start && within(p, d) && !within(start, d) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range starts {
 		steps := maxResolveSteps
 		if d == own {
 			steps = 4 * maxResolveSteps
@@ -186,7 +210,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				}
 				break
 			}
-			if !done["top:"+c] {
+			if !done["top:"+c] && !elsewhere(c, b.dir) {
 				tops = append(tops, scanTop{c, b})
 			}
 		}
@@ -199,6 +223,9 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			gitDirs = append([]string{""}, gitDirs...)
 		}
 		for _, gitDir := range gitDirs {
+			if gitDir != "" && elsewhere(gitDir, b.dir) {
+				continue
+			}
 			var paths []string
 			complete := true
 			if gitDir == "" {
@@ -231,10 +258,17 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				} else {
 					err = g.record(proot, p, full, b)
 				}
-				if errors.Is(err, errGuardFull) {
+				switch {
+				case errors.Is(err, errGuardFull):
 					err = b.spend()
-				} else if err == nil {
+				case err == nil:
 					done[key] = true
+				case !b.own:
+					// A path of another place that cannot be read (any
+					// session's command can chmod /tmp/.git 000) must not
+					// refuse every session's calls.
+					warnf("bashcall: cannot protect %q: %v", p, err)
+					err = nil
 				}
 				if err != nil {
 					return nil, err
@@ -305,11 +339,19 @@ func containing(p string, dirs []string) string {
 // record notes one protected path. A missing hooks directory is created
 // first (git init makes one too), so that it can be protected like any.
 func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
+	// Through the writable directory's os.Root: a directory on the way
+	// swapped for a symlink (to the user's home, say) cannot have the
+	// snapshot read, or a hooks/ made, outside it.
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Errorf("protecting %q: %w", p, err)
+	}
+	defer r.Close()
 	rel, _ := filepath.Rel(root, p)
-	fi, err := os.Lstat(p)
+	fi, err := r.Lstat(rel)
 	if errors.Is(err, fs.ErrNotExist) && filepath.Base(p) == "hooks" {
-		if os.Mkdir(p, 0o755) == nil {
-			fi, err = os.Lstat(p)
+		if r.Mkdir(rel, 0o755) == nil {
+			fi, err = r.Lstat(rel)
 		}
 	}
 	e := guardEntry{Root: root, Rel: rel, Full: full}
@@ -324,12 +366,12 @@ func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
 	if !full && e.Kind == "symlink" {
 		// No mount can cover a symlink: it is put back after the call,
 		// as a snapshot would.
-		if t, err := os.Readlink(p); err == nil {
+		if t, err := r.Readlink(rel); err == nil {
 			e.Data, e.Full = []byte(t), true
 		}
 	}
 	if full {
-		if err := e.capture(&b.bytes); err != nil {
+		if err := e.capture(r, &b.bytes); err != nil {
 			return err
 		}
 	}

@@ -292,21 +292,25 @@ func mergeSorted(a, b []string) []string {
 }
 
 // capture reads what the snapshot needs to restore the entry.
-func (e *guardEntry) capture(budget *int) error {
-	p := e.path()
+func (e *guardEntry) capture(r *os.Root, budget *int) error {
 	var err error
 	switch e.Kind {
 	case "file":
-		if e.Data, err = readSmall(p, max(*budget, 0)); errors.Is(err, errTooLarge) {
+		if e.Data, err = readSmallIn(r, e.Rel, max(*budget, 0)); errors.Is(err, errTooLarge) {
 			err = errGuardFull
 		}
 	case "symlink":
 		var t string
-		t, err = os.Readlink(p)
+		t, err = r.Readlink(e.Rel)
 		e.Data = []byte(t)
 	case "dir":
+		var f *os.File
 		var entries []os.DirEntry
-		if entries, err = readDirBounded(p); errors.Is(err, errTooLarge) {
+		if f, err = r.OpenFile(e.Rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0); err == nil {
+			entries, err = readDirFile(f)
+			f.Close()
+		}
+		if errors.Is(err, errTooLarge) {
 			err = errGuardFull
 		}
 		for _, d := range entries {
@@ -315,10 +319,10 @@ func (e *guardEntry) capture(budget *int) error {
 		sort.Strings(e.Names) // as dirNames lists them
 	}
 	if err != nil {
-		return fmt.Errorf("protecting %q: %w", p, err)
+		return fmt.Errorf("protecting %q: %w", e.path(), err)
 	}
 	if *budget -= len(e.Data); *budget < 0 {
-		return fmt.Errorf("protecting %q: %w", p, errGuardFull)
+		return fmt.Errorf("protecting %q: %w", e.path(), errGuardFull)
 	}
 	return nil
 }
@@ -335,14 +339,29 @@ func readDirBounded(p string) ([]os.DirEntry, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readDirFile(f)
+}
+
+// readDirFile lists the open directory f as readDirBounded does.
+func readDirFile(f *os.File) ([]os.DirEntry, error) {
 	entries, err := f.ReadDir(maxGuardEntries + 1)
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
 	if len(entries) > maxGuardEntries {
-		return nil, fmt.Errorf("%q: %w", p, errTooLarge)
+		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
 	}
 	return entries, err
+}
+
+// readSmallIn is readSmall of rel inside r, never outside it.
+func readSmallIn(r *os.Root, rel string, limit int) ([]byte, error) {
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readRegular(f, limit)
 }
 
 // errTooLarge is a file over what readSmall may read.
@@ -360,16 +379,24 @@ func readSmall(p string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readRegular(f, limit)
+}
+
+// readRegular reads the open file f, a regular file of at most limit
+// bytes.
+func readRegular(f *os.File, limit int) ([]byte, error) {
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
 		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%q is not a regular file", f.Name())
 	case fi.Size() > int64(limit):
-		return nil, fmt.Errorf("%q: %w", p, errTooLarge)
+		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
 	if err == nil && len(b) > limit { // it grew
-		err = fmt.Errorf("%q: %w", p, errTooLarge)
+		err = fmt.Errorf("%q: %w", f.Name(), errTooLarge)
 	}
 	return b, err
 }

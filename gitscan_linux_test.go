@@ -424,3 +424,89 @@ func TestSubmodulePaths(t *testing.T) {
 		t.Errorf("submodulePaths of %d paths: %d, %v", maxSubmodules+3, len(got), complete)
 	}
 }
+
+// TestGuardPointerFromShared: a .git symlink or file that a command put in
+// a directory every session writes, naming a directory of a session's
+// workspace that holds a HEAD (as .git/logs does), has nothing of that
+// directory bound, reverted or created in the session's own calls.
+func TestGuardPointerFromShared(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		for _, pointer := range []string{"symlink", "file"} {
+			t.Run(m.name+"/"+pointer, func(t *testing.T) {
+				shared, err := os.MkdirTemp(testBase, "shared-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer os.RemoveAll(shared)
+				e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
+				e.extraEnv = m.env
+				src := filepath.Join(e.workspace, "src")
+				os.Mkdir(src, 0o755)
+				os.WriteFile(filepath.Join(src, "HEAD"), []byte("x\n"), 0o644)
+				os.WriteFile(filepath.Join(src, "config"), []byte("old\n"), 0o644)
+				if pointer == "symlink" {
+					os.Symlink(src, filepath.Join(shared, ".git"))
+				} else {
+					os.WriteFile(filepath.Join(shared, ".git"), []byte("gitdir: "+src+"\n"), 0o644)
+				}
+				text := e.call(sessionCall("echo mine > src/config && echo ran", "B", e.workspace, "")).text()
+				if text != "ran\n" {
+					t.Errorf("the session's call: %q", text)
+				}
+				if b, _ := os.ReadFile(filepath.Join(src, "config")); string(b) != "mine\n" {
+					t.Errorf("src/config after the call: %q", b)
+				}
+				if _, err := os.Lstat(filepath.Join(src, "hooks")); err == nil {
+					t.Error("bashcall made src/hooks")
+				}
+			})
+		}
+	}
+}
+
+// TestGuardRecordInsideRoot: a snapshot reads a protected path through its
+// writable directory's os.Root: a directory on the way that became a
+// symlink out of it (a command can swap one in between the scan and the
+// snapshot) has nothing read, or made, outside it.
+func TestGuardRecordInsideRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "config"), []byte("SECRET\n"), 0o600)
+	if err := os.Symlink(outside, filepath.Join(root, "x")); err != nil {
+		t.Fatal(err)
+	}
+	g := &gitGuard{}
+	b := &guardBudget{bytes: maxGuardBytes}
+	g.record(root, filepath.Join(root, "x", "config"), true, b)
+	g.record(root, filepath.Join(root, "x", "hooks"), false, b)
+	for _, e := range g.Entries {
+		if strings.Contains(string(e.Data), "SECRET") {
+			t.Errorf("the snapshot read outside its directory: %+v", e)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "hooks")); err == nil {
+		t.Error("a hooks/ was made outside the writable directory")
+	}
+}
+
+// TestGuardUnreadableShared: a git file in a directory every session
+// writes that a command made unreadable does not refuse other calls
+// (bashcall as an unprivileged user, with snapshots, where it must read
+// what it protects).
+func TestGuardUnreadableShared(t *testing.T) {
+	requireABI(t, 1)
+	shared, err := os.MkdirTemp(testBase, "shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(shared)
+	e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n").asNobody()
+	e.extraEnv = []string{"BASHCALL_PROTECT=snapshot"}
+	os.Chown(shared, nobodyID, nobodyID)
+	if text := e.call(bashReq("cd "+shared+" && touch .git && chmod 000 .git && echo planted", "")).text(); text != "planted\n" {
+		t.Fatalf("planting: %q", text)
+	}
+	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
+		t.Errorf("the next call: %q", text)
+	}
+}
