@@ -206,13 +206,7 @@ func TestGuardNotClaimed(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			shared, err := os.MkdirTemp(testBase, "shared-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer os.RemoveAll(shared)
-			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
-			e.extraEnv = m.env
+			e, shared := sharedRootEnv(t, m.env)
 			// Session B's workspace in the shared directory, and the
 			// junk that spends the shared directory's budget.
 			wsB := filepath.Join(shared, "wsB")
@@ -292,13 +286,7 @@ func TestGuardFromGitDirs(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			shared, err := os.MkdirTemp(testBase, "shared-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer os.RemoveAll(shared)
-			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
-			e.extraEnv = m.env
+			e, shared := sharedRootEnv(t, m.env)
 			upstream := filepath.Join(e.dir, "upstream")
 			newRepo(t, upstream)
 			newRepo(t, e.workspace)
@@ -434,13 +422,7 @@ func TestGuardPointerFromShared(t *testing.T) {
 	for _, m := range mechanisms {
 		for _, pointer := range []string{"symlink", "file"} {
 			t.Run(m.name+"/"+pointer, func(t *testing.T) {
-				shared, err := os.MkdirTemp(testBase, "shared-")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer os.RemoveAll(shared)
-				e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
-				e.extraEnv = m.env
+				e, shared := sharedRootEnv(t, m.env)
 				src := filepath.Join(e.workspace, "src")
 				os.Mkdir(src, 0o755)
 				os.WriteFile(filepath.Join(src, "HEAD"), []byte("x\n"), 0o644)
@@ -509,4 +491,18 @@ func TestGuardUnreadableShared(t *testing.T) {
 	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
 		t.Errorf("the next call: %q", text)
 	}
+}
+
+// sharedRootEnv is a confined test env with one more writable root, a
+// directory every session's commands write (as /tmp), removed at the end.
+func sharedRootEnv(t *testing.T, env []string) (*testEnv, string) {
+	t.Helper()
+	shared, err := os.MkdirTemp(testBase, "shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
+	e.extraEnv = env
+	return e, shared
 }
