@@ -243,7 +243,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				p = strings.TrimPrefix(p, "shallow:")
 				key := fmt.Sprint(shallow, p)
 				proot := containing(p, writable)
-				if proot == "" || done[key] {
+				if proot == "" || done[key] || elsewhere(p, b.dir) { // a core.worktree can name any place
 					continue
 				}
 				if b.over(&b.entries) {

@@ -415,24 +415,33 @@ func TestSubmodulePaths(t *testing.T) {
 
 // TestGuardPointerFromShared: a .git symlink or file that a command put in
 // a directory every session writes, naming a directory of a session's
-// workspace that holds a HEAD (as .git/logs does), has nothing of that
-// directory bound, reverted or created in the session's own calls.
+// workspace that holds a HEAD (as .git/logs does), or a git dir there
+// whose core.worktree names a .git file of the workspace, has nothing of
+// the workspace bound, reverted or created in the session's own calls.
 func TestGuardPointerFromShared(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
-		for _, pointer := range []string{"symlink", "file"} {
+		for _, pointer := range []string{"symlink", "file", "core.worktree"} {
 			t.Run(m.name+"/"+pointer, func(t *testing.T) {
 				e, shared := sharedRootEnv(t, m.env)
 				src := filepath.Join(e.workspace, "src")
 				os.Mkdir(src, 0o755)
 				os.WriteFile(filepath.Join(src, "HEAD"), []byte("x\n"), 0o644)
 				os.WriteFile(filepath.Join(src, "config"), []byte("old\n"), 0o644)
-				if pointer == "symlink" {
+				sub := filepath.Join(e.workspace, "sub")
+				os.Mkdir(sub, 0o755)
+				os.WriteFile(filepath.Join(sub, ".git"), []byte("gitdir: elsewhere\n"), 0o644)
+				switch pointer {
+				case "symlink":
 					os.Symlink(src, filepath.Join(shared, ".git"))
-				} else {
+				case "file":
 					os.WriteFile(filepath.Join(shared, ".git"), []byte("gitdir: "+src+"\n"), 0o644)
+				case "core.worktree":
+					os.Mkdir(filepath.Join(shared, ".git"), 0o755)
+					os.WriteFile(filepath.Join(shared, ".git", "HEAD"), []byte("ref: refs/heads/x\n"), 0o644)
+					os.WriteFile(filepath.Join(shared, ".git", "config"), []byte("[core]\n\tworktree = "+sub+"\n"), 0o644)
 				}
-				text := e.call(sessionCall("echo mine > src/config && echo ran", "B", e.workspace, "")).text()
+				text := e.call(sessionCall("echo mine > src/config && echo changed > sub/.git && echo ran", "B", e.workspace, "")).text()
 				if text != "ran\n" {
 					t.Errorf("the session's call: %q", text)
 				}
@@ -441,6 +450,9 @@ func TestGuardPointerFromShared(t *testing.T) {
 				}
 				if _, err := os.Lstat(filepath.Join(src, "hooks")); err == nil {
 					t.Error("bashcall made src/hooks")
+				}
+				if b, _ := os.ReadFile(filepath.Join(sub, ".git")); string(b) != "changed\n" {
+					t.Errorf("sub/.git after the call: %q", b)
 				}
 			})
 		}
