@@ -178,10 +178,16 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 		}
 		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: d == own, bytes: maxGuardBytes, steps: steps}})
 	}
+	isOther := map[string]bool{}
+	for _, d := range others {
+		isOther[d] = true
+	}
 	for i := 0; i < len(tops); i++ {
 		top, b := tops[i].dir, tops[i].budget
 		root := containing(top, writable)
-		if root == "" || done["top:"+top] {
+		// Another session's workspace outside the writable directories is
+		// scanned for the git dirs it points at in them (pointsAway).
+		if root == "" && !(isOther[top] && b.dir == top) || done["top:"+top] {
 			continue
 		}
 		if b.over(&b.tops) {

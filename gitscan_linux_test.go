@@ -518,3 +518,32 @@ func sharedRootEnv(t *testing.T, env []string) (*testEnv, string) {
 	e.extraEnv = env
 	return e, shared
 }
+
+// TestGuardWorktreeOutside: a repository in a directory every session
+// writes whose linked worktree is a session's workspace outside every
+// writable directory (git -C /tmp/main worktree add ~/ws) is protected in
+// the other sessions' calls too, though their scans reach it only from
+// that workspace's .git file.
+func TestGuardWorktreeOutside(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, shared := sharedRootEnv(t, m.env)
+			main := filepath.Join(shared, "main")
+			newRepo(t, main)
+			wsA := filepath.Join(e.dir, "wsA")
+			gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+			if text := e.call(sessionCall("echo pinned", "A", wsA, "")).text(); text != "pinned\n" {
+				t.Fatalf("session A's call: %q", text)
+			}
+			hook := filepath.Join(main, ".git", "hooks", "pre-commit")
+			e.call(sessionCall("echo planted > "+hook+"; git -C "+main+" config core.fsmonitor 'touch /nowhere'; true", "C", e.workspace, ""))
+			if b, err := os.ReadFile(hook); err == nil {
+				t.Errorf("the repository's hook was planted from another session: %q", b)
+			}
+			if out, _ := exec.Command("git", "-C", main, "config", "core.fsmonitor").Output(); len(out) > 0 {
+				t.Errorf("core.fsmonitor = %q", out)
+			}
+		})
+	}
+}

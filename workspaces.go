@@ -97,20 +97,37 @@ func diskFull(err error) bool {
 const maxOtherWorkspaces = 256
 
 // otherWorkspaces lists the workspaces other sessions pinned that lie in
-// writable (the latest maxOtherWorkspaces of them), so that a command that
-// can write where they lie (/tmp) cannot plant code in their repositories
-// either.
+// writable, or whose .git points away (pointsAway: a worktree of a
+// repository in /tmp), the latest maxOtherWorkspaces of them, so that a
+// command that can write where they or their git dirs lie (/tmp) cannot
+// plant code in their repositories either.
 func (inv *invocation) otherWorkspaces(mine string, writable []string) []string {
 	var out []string
+	looked := 0 // at workspaces outside the writable directories: a Lstat each
 	for _, p := range inv.listedWorkspaces() {
 		if len(out) == maxOtherWorkspaces {
 			break
 		}
-		if p != mine && containing(p, writable) != "" {
+		switch {
+		case p == mine:
+		case containing(p, writable) != "":
 			out = append(out, p)
+		case looked < maxOtherWorkspaces:
+			if looked++; pointsAway(p) {
+				out = append(out, p)
+			}
 		}
 	}
 	return out
+}
+
+// pointsAway reports whether workspace p's .git is a file or a symlink:
+// a linked worktree's or a submodule's, whose git dir can lie in a
+// writable directory though p does not (a worktree of a repository in
+// /tmp), and is protected from there.
+func pointsAway(p string) bool {
+	fi, err := os.Lstat(filepath.Join(p, ".git"))
+	return err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0)
 }
 
 // listedWorkspaces is every workspace a session pinned, newest first,
