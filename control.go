@@ -272,6 +272,12 @@ func openOwn(p string, flag int) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	return keepRegular(f, p)
+}
+
+// keepRegular returns f, opened as p, if it is a regular file, and closes
+// it otherwise.
+func keepRegular(f *os.File, p string) (*os.File, error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("%q is not a regular file", p)

@@ -108,9 +108,5 @@ func openRegular(p string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%q is not a regular file", p)
-	}
-	return f, nil
+	return keepRegular(f, p)
 }
