@@ -309,12 +309,7 @@ func TestGuardFromGitDirs(t *testing.T) {
 			}
 			hook := filepath.Join(proj, ".git", "hooks", "post-checkout")
 			e.call(sessionCall("echo planted > "+hook+"; git -C proj config core.fsmonitor 'touch /nowhere'", "A", e.workspace, ""))
-			if b, err := os.ReadFile(hook); err == nil {
-				t.Errorf("the repository's hook was planted: %q", b)
-			}
-			if out, _ := exec.Command("git", "-C", proj, "config", "core.fsmonitor").Output(); len(out) > 0 {
-				t.Errorf("the repository's config holds core.fsmonitor = %q", out)
-			}
+			checkUnplanted(t, hook, proj)
 		})
 	}
 }
@@ -379,12 +374,7 @@ func TestGuardDotGitSymlink(t *testing.T) {
 			}
 			os.Symlink(".realgit", filepath.Join(e.workspace, ".git"))
 			e.call(bashReq("echo planted > .git/hooks/pre-commit; git config core.fsmonitor 'touch /nowhere'; true", ""))
-			if b, err := os.ReadFile(filepath.Join(real, "hooks", "pre-commit")); err == nil {
-				t.Errorf("a hook was planted through the .git symlink: %q", b)
-			}
-			if out, _ := exec.Command("git", "-C", e.workspace, "config", "core.fsmonitor").Output(); len(out) > 0 {
-				t.Errorf("core.fsmonitor = %q", out)
-			}
+			checkUnplanted(t, filepath.Join(real, "hooks", "pre-commit"), e.workspace)
 			e.call(bashReq("rm .git && ln -s /tmp .git; true", ""))
 			if target, err := os.Readlink(filepath.Join(e.workspace, ".git")); err != nil || target != ".realgit" {
 				t.Errorf(".git after the call: %q, %v", target, err)
@@ -538,12 +528,20 @@ func TestGuardWorktreeOutside(t *testing.T) {
 			}
 			hook := filepath.Join(main, ".git", "hooks", "pre-commit")
 			e.call(sessionCall("echo planted > "+hook+"; git -C "+main+" config core.fsmonitor 'touch /nowhere'; true", "C", e.workspace, ""))
-			if b, err := os.ReadFile(hook); err == nil {
-				t.Errorf("the repository's hook was planted from another session: %q", b)
-			}
-			if out, _ := exec.Command("git", "-C", main, "config", "core.fsmonitor").Output(); len(out) > 0 {
-				t.Errorf("core.fsmonitor = %q", out)
-			}
+			checkUnplanted(t, hook, main)
 		})
+	}
+}
+
+// checkUnplanted fails the test if the hook a command tried to plant is
+// there, or repository repo's config holds the core.fsmonitor it tried to
+// set.
+func checkUnplanted(t *testing.T, hook, repo string) {
+	t.Helper()
+	if b, err := os.ReadFile(hook); err == nil {
+		t.Errorf("a hook was planted at %s: %q", hook, b)
+	}
+	if out, _ := exec.Command("git", "-C", repo, "config", "core.fsmonitor").Output(); len(out) > 0 {
+		t.Errorf("the config of %s holds core.fsmonitor = %q", repo, out)
 	}
 }
