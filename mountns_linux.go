@@ -146,9 +146,10 @@ func cloneDev() (dev, tree int, err error) {
 	return dev, tree, nil
 }
 
-// devWhole are the directories of /dev the read grant gives whole, which
-// hold no device a program needs: a device there (a chroot built in
-// /dev/shm, with /dev bound into it) is not filtered as /dev's are.
+// devWhole are the directories of /dev that hold no device a program
+// needs, kept nodev (the read grant gives /dev/shm whole and withholds
+// /dev/mqueue): a device there (a chroot built in /dev/shm, with /dev
+// bound into it) is not filtered as /dev's are.
 var devWhole = []string{"/dev/shm", "/dev/mqueue"}
 
 // writableAttrs is what a writable directory's clone gets: nodev, but

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -364,4 +366,49 @@ func TestWorkdirRaceKeepsNamespace(t *testing.T) {
 		seen[text]++
 	}
 	t.Logf("answers: %v", seen)
+}
+
+// TestHostMessageQueues: the host's POSIX message queues, which a
+// private IPC namespace keeps from mq_open, are not reachable through
+// the host's /dev/mqueue either. A queue opened there, even read-only,
+// would let mq_receive take the host's messages off it. The mqueue
+// mount lives in a namespace of the test's own.
+func TestHostMessageQueues(t *testing.T) {
+	requireABI(t, 1)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	if _, err := os.Lstat("/dev/mqueue"); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir("/dev/mqueue", 0o755); err != nil {
+			t.Skip(err)
+		}
+		t.Cleanup(func() { os.Remove("/dev/mqueue") })
+	}
+	for _, m := range mechanisms {
+		for _, l := range launcherEnvs {
+			t.Run(m.name+"/"+l.name, func(t *testing.T) {
+				e := newConfinedEnv(t, "")
+				e.extraEnv = append(append([]string{}, m.env...), l.env...)
+				script := `set -e
+mount -t mqueue mqueue /dev/mqueue
+: > /dev/mqueue/bashcall-test
+exec "$@"`
+				c := e.cmd()
+				c.Args = append([]string{"unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh"}, c.Args...)
+				c.Path, _ = exec.LookPath("unshare")
+				c.Stdin = strings.NewReader(bashReq("cat /dev/mqueue/bashcall-test && echo host-queue-opened; ls /dev/mqueue; echo ran", ""))
+				out, err := c.Output()
+				if err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+				text := decodeResponse(t, string(out)).text()
+				if !strings.Contains(text, "ran") || strings.Contains(text, "host-queue-opened") || strings.Contains(text, "QSIZE") {
+					t.Errorf("a confined command reading the host's message queue = %q", text)
+				}
+			})
+		}
+	}
 }

@@ -41,15 +41,17 @@ func sameGrant(a, b readGrant) bool {
 type listDir func(dir string) ([]fs.DirEntry, error)
 
 // devAllowed are the entries of /dev a confined command may read: the
-// character devices every program expects and the directories of shared
-// memory and message queues. Block devices and the rest of /dev are
+// character devices every program expects and the directory of shared
+// memory. Block devices and the rest of /dev are
 // withheld: a root command could otherwise read any file, withheld ones
 // included, straight off the disk. So is /dev/pts: its terminals are the
 // user's others (a confined command has none of its own, nor can it make
 // one: /dev/ptmx opens read-only), and reading one takes what is typed
-// there.
+// there. So is /dev/mqueue: a queue of the host's opened there, even
+// read-only, gives mq_receive its messages (a private IPC namespace keeps
+// mq_open to the command's own).
 var devAllowed = map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true,
-	"tty": true, "ptmx": true, "shm": true, "mqueue": true}
+	"tty": true, "ptmx": true, "shm": true}
 
 // splitPlan is what the grant is built around: the withheld paths that
 // lie beneath no other withheld path (one beneath another is withheld
