@@ -82,7 +82,7 @@ func runVersion(args, environ []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	inv.stateDir = canonicalPrefix(dir)
-	inv.protectPaths()
+	inv.protectPaths(dir)
 	inv.others, _ = ownDirs(inv.getenv, inv.stateDir)
 	fmt.Fprintf(stdout, "control paths (never writable, replaceable or inside a writable path of a confined call): %s\n", strings.Join(inv.controlPaths(), ", "))
 	return nil

@@ -32,16 +32,22 @@ import (
 )
 
 // controlPaths lists the paths no confined command may change.
+// Each is listed with the symlinks on the way to it as named (linksOnWay).
 func (inv *invocation) controlPaths() []string {
 	out := append(append([]string(nil), inv.protected...), inv.others...)
 	if def := defaultConfigPath(inv.getenv); def != "" {
 		out = append(out, canonicalPrefix(def), canonicalPrefix(filepath.Dir(def)))
+		out = append(out, linksOnWay(def)...)
 	}
 	if exe, err := os.Executable(); err == nil {
 		out = append(out, canonicalPrefix(exe))
 	}
+	if len(os.Args) > 0 && strings.Contains(os.Args[0], "/") {
+		out = append(out, linksOnWay(os.Args[0])...) // the name the host ran bashcall by
+	}
 	if len(inv.cfg.Approval.Command) > 0 {
 		out = append(out, canonicalPrefix(inv.cfg.Approval.Command[0]))
+		out = append(out, linksOnWay(inv.cfg.Approval.Command[0])...)
 	}
 	return out
 }
@@ -68,6 +74,16 @@ func (inv *invocation) checkShell(shell, workspace string, written []string) err
 	for _, d := range dirs {
 		if within(canon, d) {
 			return toolErrorf("refusing to run: the shell %q lies in %q, which confined commands can write; put a bash outside it first on PATH, or name one with the config's shell", canon, d)
+		}
+	}
+	// A symlink on the way (a PATH entry that is a link) that a confined
+	// command could point elsewhere swaps the shell as well, even while
+	// an approval is awaited.
+	for _, l := range linksOnWay(shell) {
+		for _, d := range dirs {
+			if within(l, d) {
+				return toolErrorf("refusing to run: the shell %q is reached through the symlink %q in %q, which confined commands can write; put a bash outside it first on PATH, or name one with the config's shell", shell, l, d)
+			}
 		}
 	}
 	return nil
@@ -222,6 +238,23 @@ func canonicalPrefix(p string) string {
 // path a command shaped (a symlink to a chain of directories thousands
 // deep) costs its depth to resolve.
 func resolveWithin(p string, steps *int) (string, bool) {
+	return resolveLinks(p, steps, nil)
+}
+
+// linksOnWay lists the symlinks that resolving p follows, each by its own
+// path (the links before it resolved). A control path named through a
+// link that a confined command could point elsewhere is replaced for the
+// next call as surely as by writing the path itself (the host names the
+// same link again), so each such link is a control path too.
+func linksOnWay(p string) []string {
+	var links []string
+	resolveLinks(p, nil, &links)
+	return links
+}
+
+// resolveLinks is resolveWithin, adding to *links (unless nil) the path
+// of each symlink it follows.
+func resolveLinks(p string, steps *int, links *[]string) (string, bool) {
 	if !filepath.IsAbs(p) {
 		if wd, err := os.Getwd(); err == nil {
 			p = wd + "/" + p // not cleaned: ".." follows the symlinks before it
@@ -229,7 +262,7 @@ func resolveWithin(p string, steps *int) (string, bool) {
 	}
 	resolved := "/"
 	rest := strings.Split(p, "/")
-	for links := 0; len(rest) > 0; {
+	for followed := 0; len(rest) > 0; {
 		if steps != nil {
 			if *steps <= 0 {
 				return "", false
@@ -243,11 +276,14 @@ func resolveWithin(p string, steps *int) (string, bool) {
 		}
 		next := filepath.Join(resolved, c) // ".." is resolved's parent: it holds no symlink
 		target, err := os.Readlink(next)
-		if err != nil || links >= 40 {
+		if err != nil || followed >= 40 {
 			resolved = next // not a symlink, not there, or a loop
 			continue
 		}
-		links++
+		followed++
+		if links != nil {
+			*links = append(*links, next)
+		}
 		if filepath.IsAbs(target) {
 			resolved = "/"
 		}

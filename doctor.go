@@ -122,6 +122,7 @@ func gatherFacts(c *commonFlags, environ []string) *hostFacts {
 		f.proc = err
 	}
 	dir, err := stateDirPath(c.stateDir, &inv.cfg, inv.getenv)
+	given := dir
 	if err == nil {
 		dir, err = openStateDir(dir)
 	}
@@ -130,7 +131,7 @@ func gatherFacts(c *commonFlags, environ []string) *hostFacts {
 		// The workspace of a session differs per session; /tmp stands in
 		// for it, as it is in every workspace-write writable set anyway.
 		inv.stateDir = dir
-		inv.protectPaths()
+		inv.protectPaths(given)
 		inv.others, _ = ownDirs(inv.getenv, inv.stateDir)
 		_, f.writableErr = planSandbox(f.mode, canonicalOr("/tmp"), inv.cfg.Sandbox.WritableRoots, nil, inv.controlPaths(), f.sup.ABI, nil)
 	}

@@ -484,3 +484,74 @@ func TestWorkspaceListTampering(t *testing.T) {
 		})
 	}
 }
+
+// TestControlPathThroughLink: a control path the host names through a
+// symlink in the writable set (the config file, the state dir, the
+// approval command, a PATH entry holding the shell) would be redirected
+// for the next call by pointing the link elsewhere: a forged config or
+// standing mode, an approver that approves, a shell swapped while the
+// approval is awaited. A confined call there is refused (the shell
+// check refuses every call), so no command gets to move the link.
+func TestControlPathThroughLink(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	link := func(target, name string) string {
+		t.Helper()
+		p := filepath.Join(e.workspace, name)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	approver := filepath.Join(e.dir, "approver.sh")
+	if err := os.WriteFile(approver, []byte("#!/bin/sh\necho rejected\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	realBin := filepath.Join(e.dir, "realbin")
+	os.Mkdir(realBin, 0o755)
+	bash, _ := exec.LookPath("bash")
+	if err := os.Symlink(bash, filepath.Join(realBin, "bash")); err != nil {
+		t.Fatal(err)
+	}
+	configLink := link(e.config, "bashcall.toml")
+	stateLink := link(e.stateDir, "state")
+	os.Mkdir(e.stateDir, 0o700)
+	approveLink := link(approver, "approve")
+	binLink := link(realBin, "bin")
+	withApprover := filepath.Join(e.dir, "approving.toml")
+	if err := os.WriteFile(withApprover, []byte(fmt.Sprintf("[approval]\ncommand = [%q]\n", approveLink)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(e.workspace, "moved")
+	move := fmt.Sprintf("ln -sfn /nowhere bashcall.toml state approve bin 2>/dev/null; touch %s", marker)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		env   []string
+		wants string
+	}{
+		{"config", []string{"-config", configLink, "-state-dir", e.stateDir}, nil, configLink},
+		{"state dir", []string{"-config", e.config, "-state-dir", stateLink}, nil, stateLink},
+		{"approval command", []string{"-config", withApprover, "-state-dir", e.stateDir}, nil, approveLink},
+		{"shell", []string{"-config", e.config, "-state-dir", e.stateDir}, []string{"PATH=" + binLink + ":" + os.Getenv("PATH")}, "is reached through the symlink " + jsonString(binLink)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := e.cmd()
+			cmd.Args = append([]string{os.Args[0]}, c.args...)
+			cmd.Env = append(cmd.Env, c.env...)
+			cmd.Stdin = strings.NewReader(bashReq(move, ""))
+			out, _ := cmd.Output()
+			r := decodeResponse(t, string(out))
+			if !r.IsError || !strings.Contains(r.text(), c.wants) {
+				t.Errorf("a confined call with the %s through a link in the workspace = %q", c.name, r.text())
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("the command ran")
+			}
+		})
+	}
+	for _, l := range []string{configLink, stateLink, approveLink, binLink} {
+		if target, _ := os.Readlink(l); target == "/nowhere" {
+			t.Errorf("%s was pointed elsewhere", l)
+		}
+	}
+}

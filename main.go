@@ -227,7 +227,7 @@ func loadSettings(c *commonFlags, environ []string, wantState bool) (*invocation
 	if inv.stateDir, err = openStateDir(dir); err != nil {
 		return nil, err
 	}
-	inv.protectPaths()
+	inv.protectPaths(dir)
 	return inv, nil
 }
 
@@ -252,12 +252,14 @@ func getenvFrom(environ []string) func(string) string {
 // protectPaths records what a sandboxed command must never be able to
 // write: the state dir and the config file; serve names its spool dir to
 // the bashcall processes it runs calls in.
-func (inv *invocation) protectPaths() {
-	inv.protected = []string{inv.stateDir}
+func (inv *invocation) protectPaths(givenStateDir string) {
+	inv.protected = append([]string{inv.stateDir}, linksOnWay(givenStateDir)...)
 	if inv.cfg.path != "" {
 		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
+		inv.protected = append(inv.protected, linksOnWay(inv.cfg.path)...)
 	}
 	if inv.spoolDir = spoolDirOf(inv.getenv); inv.spoolDir != "" {
 		inv.protected = append(inv.protected, inv.spoolDir)
+		inv.protected = append(inv.protected, linksOnWay(inv.getenv("BASHCALL_SPOOL_DIR"))...)
 	}
 }
