@@ -235,7 +235,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			var paths []string
 			complete := true
 			if gitDir == "" {
-				paths = append(paths, dotGit)
+				paths = append(append(paths, dotGit), pointerLinks(top)...)
 			} else {
 				if full {
 					paths = append(paths, "shallow:"+gitDir)
@@ -294,6 +294,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			delete(done, "top:"+top) // what it skipped, another budget may pay for
 		}
 	}
+	g.Pins = pinWay(g, writable)
 	if full {
 		g.Modes = controlModes(controls)
 	}
@@ -340,59 +341,6 @@ func containing(p string, dirs []string) string {
 		}
 	}
 	return ""
-}
-
-// record notes one protected path. A missing hooks directory is created
-// first (git init makes one too), so that it can be protected like any.
-func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
-	// Through the writable directory's os.Root: a directory on the way
-	// swapped for a symlink (to the user's home, say) cannot have the
-	// snapshot read, or a hooks/ made, outside it.
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return fmt.Errorf("protecting %q: %w", p, err)
-	}
-	defer r.Close()
-	rel, _ := filepath.Rel(root, p)
-	fi, err := r.Lstat(rel)
-	if errors.Is(err, fs.ErrNotExist) && filepath.Base(p) == "hooks" {
-		if r.Mkdir(rel, 0o755) == nil {
-			fi, err = r.Lstat(rel)
-		}
-	}
-	e := guardEntry{Root: root, Rel: rel, Full: full}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		e.Kind = "absent"
-	case err != nil:
-		return fmt.Errorf("protecting %q: %w", p, err)
-	default:
-		e.Kind, e.Mode = fileKind(fi), fi.Mode()
-	}
-	if !full && e.Kind == "symlink" {
-		// No mount can cover a symlink: it is put back after the call,
-		// as a snapshot would.
-		if t, err := r.Readlink(rel); err == nil {
-			e.Data, e.Full = []byte(t), true
-		}
-	}
-	if full {
-		if err := e.capture(r, &b.bytes); err != nil {
-			return err
-		}
-	}
-	g.Entries = append(g.Entries, e)
-	if full && e.Kind == "dir" {
-		for _, n := range e.Names {
-			if b.over(&b.entries) {
-				return errGuardFull
-			}
-			if err := g.record(root, filepath.Join(p, n), full, b); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // fileKind names what fi is.

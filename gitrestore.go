@@ -5,10 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"syscall"
 	"time"
@@ -21,9 +19,11 @@ import (
 
 // restore puts every protected path back as recorded and returns the
 // paths it put back, sorted (a path it could not put back is in the
-// error, not in the list). The command's tree is gone by then. Each
-// change goes through an os.Root of the writable directory, so that a
-// symlink the command planted cannot lead the restore outside it.
+// error, not in the list). The command's tree is gone by then (but for
+// the sweeps of a running task). Each change goes through an os.Root of
+// the writable directory, one directory at a time (openBeneath), so that
+// a symlink the command planted cannot lead the restore anywhere, inside
+// the directory or out.
 func (g *gitGuard) restore() (reverted []string, err error) {
 	if g == nil {
 		return nil, nil
@@ -69,8 +69,30 @@ func (g *gitGuard) restore() (reverted []string, err error) {
 }
 
 // restoreIn restores one entry; changed says something had to change.
+// The entry is reached through openBeneath: a symlink the command left
+// where a directory was on the way is replaced by a directory, never
+// followed. Where a directory on the way is gone (a worktree or a
+// submodule's git dir removed), nothing is left there to restore, nor
+// for git to run.
 func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
-	fi, err := r.Lstat(e.Rel)
+	if !e.Full && e.Kind != "absent" {
+		return false, nil // bound read-only: nothing could change it
+	}
+	at, err := openBeneath(r, e.Rel, true)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer at.close()
+	changed, err = e.restoreAt(at.dir, at.name)
+	return changed || len(at.fixed) > 0, err
+}
+
+// restoreAt restores the entry, name in directory dir.
+func (e *guardEntry) restoreAt(dir *os.Root, name string) (changed bool, err error) {
+	fi, err := dir.Lstat(name)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
@@ -79,46 +101,44 @@ func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
 		if !exists {
 			return false, nil
 		}
-		return true, r.RemoveAll(e.Rel)
+		return true, dir.RemoveAll(name)
 	}
 	if e.Shallow {
-		if exists && fi.IsDir() {
+		// A git dir swapped for a .git file (pointing elsewhere) is made
+		// a directory again; one that is gone stays gone: an empty
+		// directory there would only keep git from making it again.
+		if !exists || fi.IsDir() {
 			return false, nil
 		}
-		if exists {
-			if err := r.RemoveAll(e.Rel); err != nil {
-				return true, err
-			}
+		if err := dir.RemoveAll(name); err != nil {
+			return true, err
 		}
-		return true, r.Mkdir(e.Rel, e.Mode.Perm())
+		return true, dir.Mkdir(name, e.Mode.Perm())
 	}
-	if !e.Full {
-		return false, nil // bound read-only: nothing could change it
-	}
-	if exists && fileKind(fi) == e.Kind && e.same(r, fi) {
+	if exists && fileKind(fi) == e.Kind && e.same(dir, name, fi) {
 		return false, nil
 	}
 	if exists && (fileKind(fi) != e.Kind || e.Kind == "symlink") {
-		if err := r.RemoveAll(e.Rel); err != nil {
+		if err := dir.RemoveAll(name); err != nil {
 			return true, err
 		}
 		exists = false
 	}
 	switch e.Kind {
 	case "file":
-		err = e.replaceFile(r)
+		err = e.replaceFile(dir, name)
 	case "dir":
 		if !exists {
-			err = r.Mkdir(e.Rel, e.Mode.Perm())
+			err = dir.Mkdir(name, e.Mode.Perm())
 		}
 		if err == nil {
-			err = r.Chmod(e.Rel, e.Mode)
+			err = dir.Chmod(name, e.Mode)
 		}
 		if err == nil {
-			err = e.removeAdded(r)
+			err = e.removeAdded(dir, name)
 		}
 	case "symlink":
-		err = r.Symlink(string(e.Data), e.Rel)
+		err = dir.Symlink(string(e.Data), name)
 	}
 	return true, err
 }
@@ -132,15 +152,15 @@ func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
 // command left is removed, which frees its blocks, and the write is tried
 // once more: a protected file ends up restored or absent, never as the
 // command left it.
-func (e *guardEntry) replaceFile(r *os.Root) error {
-	err := e.writeOver(r)
+func (e *guardEntry) replaceFile(dir *os.Root, name string) error {
+	err := e.writeOver(dir, name)
 	if err == nil {
 		return nil
 	}
-	if rerr := r.RemoveAll(e.Rel); rerr != nil {
+	if rerr := dir.RemoveAll(name); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	if err := e.writeOver(r); err != nil {
+	if err := e.writeOver(dir, name); err != nil {
 		return fmt.Errorf("%w (the changed file was removed)", err)
 	}
 	return nil
@@ -148,9 +168,9 @@ func (e *guardEntry) replaceFile(r *os.Root) error {
 
 // writeOver writes the recorded content to a new file beside the path and
 // renames it over the path.
-func (e *guardEntry) writeOver(r *os.Root) error {
-	tmp := e.Rel + ".bashcall-restore-" + rand.Text()
-	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, e.Mode.Perm())
+func (e *guardEntry) writeOver(dir *os.Root, name string) error {
+	tmp := name + ".bashcall-restore-" + rand.Text()
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, e.Mode.Perm())
 	if err != nil {
 		return err
 	}
@@ -159,39 +179,50 @@ func (e *guardEntry) writeOver(r *os.Root) error {
 		err = cerr
 	}
 	if err == nil {
-		err = r.Chmod(tmp, e.Mode)
+		err = dir.Chmod(tmp, e.Mode)
 	}
 	if err == nil {
-		err = r.Rename(tmp, e.Rel)
+		err = dir.Rename(tmp, name)
 	}
 	if err != nil {
-		r.Remove(tmp)
+		dir.Remove(tmp)
 	}
 	return err
 }
 
-// same reports whether the path still holds what was recorded.
-func (e *guardEntry) same(r *os.Root, fi fs.FileInfo) bool {
+// same reports whether name in dir still holds what was recorded.
+func (e *guardEntry) same(dir *os.Root, name string, fi fs.FileInfo) bool {
 	if fi.Mode() != e.Mode && e.Kind != "symlink" {
 		return false
 	}
 	switch e.Kind {
 	case "file":
-		b, err := r.ReadFile(e.Rel)
+		b, err := dir.ReadFile(name)
 		return err == nil && bytes.Equal(b, e.Data)
 	case "symlink":
-		t, err := r.Readlink(e.Rel)
+		t, err := dir.Readlink(name)
 		return err == nil && t == string(e.Data)
 	case "dir":
-		names, err := dirNames(r, e.Rel)
+		sub, err := subdir(dir, name)
+		if err != nil {
+			return false
+		}
+		defer sub.Close()
+		names, err := dirNames(sub)
 		return err == nil && equalStrings(names, e.Names)
 	}
 	return true
 }
 
-// removeAdded removes a directory's entries that were not recorded.
-func (e *guardEntry) removeAdded(r *os.Root) error {
-	names, err := dirNames(r, e.Rel)
+// removeAdded removes the entries of directory name in dir that were not
+// recorded.
+func (e *guardEntry) removeAdded(dir *os.Root, name string) error {
+	sub, err := subdir(dir, name)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	names, err := dirNames(sub)
 	if err != nil {
 		return err
 	}
@@ -201,7 +232,7 @@ func (e *guardEntry) removeAdded(r *os.Root) error {
 	}
 	for _, n := range names {
 		if !keep[n] {
-			if err := r.RemoveAll(filepath.Join(e.Rel, n)); err != nil {
+			if err := sub.RemoveAll(n); err != nil {
 				return err
 			}
 		}
@@ -209,9 +240,9 @@ func (e *guardEntry) removeAdded(r *os.Root) error {
 	return nil
 }
 
-// dirNames lists a directory inside r, sorted.
-func dirNames(r *os.Root, rel string) ([]string, error) {
-	f, err := r.Open(rel)
+// dirNames lists the directory r, sorted.
+func dirNames(r *os.Root) ([]string, error) {
+	f, err := r.Open(".")
 	if err != nil {
 		return nil, err
 	}
@@ -292,21 +323,21 @@ func mergeSorted(a, b []string) []string {
 }
 
 // capture reads what the snapshot needs to restore the entry.
-func (e *guardEntry) capture(r *os.Root, budget *int) error {
+func (e *guardEntry) capture(dir *os.Root, name string, budget *int) error {
 	var err error
 	switch e.Kind {
 	case "file":
-		if e.Data, err = readSmallIn(r, e.Rel, max(*budget, 0)); errors.Is(err, errTooLarge) {
+		if e.Data, err = readSmallIn(dir, name, max(*budget, 0)); errors.Is(err, errTooLarge) {
 			err = errGuardFull
 		}
 	case "symlink":
 		var t string
-		t, err = r.Readlink(e.Rel)
+		t, err = dir.Readlink(name)
 		e.Data = []byte(t)
 	case "dir":
 		var f *os.File
 		var entries []os.DirEntry
-		if f, err = r.OpenFile(e.Rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0); err == nil {
+		if f, err = dir.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0); err == nil {
 			entries, err = readDirFile(f)
 			f.Close()
 		}
@@ -329,74 +360,3 @@ func (e *guardEntry) capture(r *os.Root, budget *int) error {
 
 // errGuardFull is a top's protected git files over its budget.
 var errGuardFull = fmt.Errorf("the protected git files are over %d paths or %d bytes", maxGuardEntries, maxGuardBytes)
-
-// readDirBounded lists directory p (never anything else: a FIFO swapped
-// in is not waited on), up to maxGuardEntries entries; more is
-// errTooLarge, with none listed.
-func readDirBounded(p string) ([]os.DirEntry, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readDirFile(f)
-}
-
-// readDirFile lists the open directory f as readDirBounded does.
-func readDirFile(f *os.File) ([]os.DirEntry, error) {
-	entries, err := f.ReadDir(maxGuardEntries + 1)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if len(entries) > maxGuardEntries {
-		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
-	}
-	return entries, err
-}
-
-// readSmallIn is readSmall of rel inside r, never outside it.
-func readSmallIn(r *os.Root, rel string, limit int) ([]byte, error) {
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readRegular(f, limit)
-}
-
-// errTooLarge is a file over what readSmall may read.
-var errTooLarge = errors.New("too large")
-
-// readSmall reads p, a regular file of at most limit bytes (following a
-// symlink, as git does). Anything else is not read, nor opened
-// (openRegular): a device can act on being opened; the scan runs before
-// every confined call and reads where any session's command can write (a
-// FIFO there would hang every call, a sparse file of gigabytes cost each
-// one its size).
-func readSmall(p string, limit int) ([]byte, error) {
-	f, err := openRegular(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readRegular(f, limit)
-}
-
-// readRegular reads the open file f, a regular file of at most limit
-// bytes.
-func readRegular(f *os.File, limit int) ([]byte, error) {
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-		return nil, err
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%q is not a regular file", f.Name())
-	case fi.Size() > int64(limit):
-		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err == nil && len(b) > limit { // it grew
-		err = fmt.Errorf("%q: %w", f.Name(), errTooLarge)
-	}
-	return b, err
-}

@@ -7,10 +7,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // submodulePaths reads the submodule paths of .gitmodules at top: each
@@ -72,6 +75,36 @@ func gitDirsOf(dir string) []string {
 	return out
 }
 
+// pointerLinks lists the symlinks, but .git itself, on the way from dir's
+// .git file or symlink to its git dir, and from that git dir to the one
+// its commondir names: swapping one of them for a forged git dir
+// repoints the repository as surely as rewriting the .git file would.
+func pointerLinks(dir string) []string {
+	dotGit := filepath.Join(dir, ".git")
+	var gitDir string
+	if fi, err := os.Lstat(dotGit); err != nil {
+		return nil
+	} else if fi.Mode()&fs.ModeSymlink != 0 {
+		gitDir = dotGit
+	} else if line, ok := readPointer(dotGit, "gitdir: "); ok {
+		gitDir = line
+	} else {
+		return nil
+	}
+	var links []string
+	for _, l := range linksOnWay(gitDir) {
+		if l != dotGit {
+			links = append(links, l)
+		}
+	}
+	if c, err := filepath.EvalSymlinks(gitDir); err == nil {
+		if common, ok := readPointer(filepath.Join(c, "commondir"), ""); ok {
+			links = append(links, linksOnWay(common)...)
+		}
+	}
+	return links
+}
+
 // coreWorktree is core.worktree in git dir g's config (as git submodule
 // writes it for a submodule's git dir under .git/modules), canonical, or
 // "".
@@ -122,6 +155,20 @@ func isGitDir(dir string) bool {
 // readGitFile reads a one-line pointer file of git's ("gitdir: PATH", or
 // a commondir's bare PATH), relative to the file's directory, canonical.
 func readGitFile(p, prefix string) (string, bool) {
+	line, ok := readPointer(p, prefix)
+	if !ok {
+		return "", false
+	}
+	c, err := filepath.EvalSymlinks(line)
+	if err != nil {
+		return "", false
+	}
+	return c, true
+}
+
+// readPointer is readGitFile's path as written, made absolute, not
+// resolved.
+func readPointer(p, prefix string) (string, bool) {
 	b, err := readSmall(p, 4096)
 	if err != nil {
 		return "", false
@@ -133,11 +180,7 @@ func readGitFile(p, prefix string) (string, bool) {
 	if !filepath.IsAbs(line) {
 		line = filepath.Join(filepath.Dir(p), line)
 	}
-	c, err := filepath.EvalSymlinks(line)
-	if err != nil {
-		return "", false
-	}
-	return c, true
+	return line, true
 }
 
 // protectedGitPaths lists what git dir g protects, with the git dirs of
@@ -202,4 +245,75 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 	}
 	walk(g, 0)
 	return paths, complete
+}
+
+// readDirBounded lists directory p (never anything else: a FIFO swapped
+// in is not waited on), up to maxGuardEntries entries; more is
+// errTooLarge, with none listed.
+func readDirBounded(p string) ([]os.DirEntry, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readDirFile(f)
+}
+
+// readDirFile lists the open directory f as readDirBounded does.
+func readDirFile(f *os.File) ([]os.DirEntry, error) {
+	entries, err := f.ReadDir(maxGuardEntries + 1)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if len(entries) > maxGuardEntries {
+		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
+	}
+	return entries, err
+}
+
+// readSmallIn is readSmall of rel inside r, never outside it.
+func readSmallIn(r *os.Root, rel string, limit int) ([]byte, error) {
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readRegular(f, limit)
+}
+
+// errTooLarge is a file over what readSmall may read.
+var errTooLarge = errors.New("too large")
+
+// readSmall reads p, a regular file of at most limit bytes (following a
+// symlink, as git does). Anything else is not read, nor opened
+// (openRegular): a device can act on being opened; the scan runs before
+// every confined call and reads where any session's command can write (a
+// FIFO there would hang every call, a sparse file of gigabytes cost each
+// one its size).
+func readSmall(p string, limit int) ([]byte, error) {
+	f, err := openRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readRegular(f, limit)
+}
+
+// readRegular reads the open file f, a regular file of at most limit
+// bytes.
+func readRegular(f *os.File, limit int) ([]byte, error) {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%q is not a regular file", f.Name())
+	case fi.Size() > int64(limit):
+		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err == nil && len(b) > limit { // it grew
+		err = fmt.Errorf("%q: %w", f.Name(), errTooLarge)
+	}
+	return b, err
 }

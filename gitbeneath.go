@@ -1,0 +1,196 @@
+package main
+
+// The directories on the way to the protected git paths: each path is
+// recorded (record) and restored reached one directory at a time, never
+// through a symlink, and, under a mount namespace, every directory on the
+// way is pinned (pinWay).
+//
+// Reaching a path: an os.Root keeps a path inside the writable
+// directory, but follows a symlink that stays there: a command that
+// swapped .git/modules/m for a link to .. would have the restore write
+// m's recorded config over .git/config, and remove .git's other files as
+// m's added entries. Every directory on the way is opened as the
+// directory a Lstat saw (os.SameFile), so a link swapped in between the
+// two is caught as well.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// errNotDirOnWay is a symlink, or another file, where a directory was.
+var errNotDirOnWay = errors.New("not a directory")
+
+// subdir opens the directory name of r (one name) as a root of its own:
+// never a symlink, and the directory that Lstat saw.
+func subdir(r *os.Root, name string) (*os.Root, error) {
+	fi, err := r.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%q: %w", name, errNotDirOnWay)
+	}
+	sub, err := r.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sub.Stat(".")
+	if err == nil && !os.SameFile(fi, st) {
+		err = fmt.Errorf("%q was replaced while it was opened", name)
+	}
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	return sub, nil
+}
+
+// beneath is the directory that holds a protected path, opened through
+// subdir from the writable directory's root, and the path's name there.
+type beneath struct {
+	dir  *os.Root
+	name string
+	own  bool // dir is not the root it was opened from: close it
+	// fixed are the directories on the way that a symlink or a file had
+	// replaced, put back (empty) by the restore.
+	fixed []string
+}
+
+// openBeneath opens the directory holding rel inside r. A directory on
+// the way that is gone is fs.ErrNotExist. With repair (the restore), a
+// symlink or file where a directory was is replaced by an empty
+// directory, into which the restore then puts what it recorded there;
+// without it (the snapshot) it is an error.
+func openBeneath(r *os.Root, rel string, repair bool) (*beneath, error) {
+	parent, name := filepath.Split(rel)
+	b := &beneath{dir: r, name: name}
+	walked := ""
+	for _, c := range strings.Split(strings.Trim(parent, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		walked = filepath.Join(walked, c)
+		next, err := subdir(b.dir, c)
+		if errors.Is(err, errNotDirOnWay) && repair {
+			if err = b.dir.Remove(c); err == nil || errors.Is(err, fs.ErrNotExist) {
+				err = b.dir.Mkdir(c, 0o755)
+			}
+			if err == nil {
+				b.fixed = append(b.fixed, walked)
+				next, err = subdir(b.dir, c)
+			}
+		}
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.close()
+		b.dir, b.own = next, true
+	}
+	return b, nil
+}
+
+// close closes the directory, unless it is the root itself.
+func (b *beneath) close() {
+	if b.own {
+		b.dir.Close()
+	}
+}
+
+// record notes one protected path. A missing hooks directory is created
+// first (git init makes one too), so that it can be protected like any.
+func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
+	// Through the writable directory's os.Root: a directory on the way
+	// swapped for a symlink (to the user's home, say) cannot have the
+	// snapshot read, or a hooks/ made, outside it.
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return fmt.Errorf("protecting %q: %w", p, err)
+	}
+	defer r.Close()
+	rel, _ := filepath.Rel(root, p)
+	e := guardEntry{Root: root, Rel: rel, Full: full}
+	// One directory at a time, never through a symlink (openBeneath):
+	// every path here was canonical when it was found, so a link on the
+	// way now is a command's swap.
+	at, err := openBeneath(r, rel, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		e.Kind = "absent" // its directory is gone: removed if it appears
+		g.Entries = append(g.Entries, e)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("protecting %q: %w", p, err)
+	}
+	defer at.close()
+	fi, err := at.dir.Lstat(at.name)
+	if errors.Is(err, fs.ErrNotExist) && at.name == "hooks" {
+		if at.dir.Mkdir(at.name, 0o755) == nil {
+			fi, err = at.dir.Lstat(at.name)
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		e.Kind = "absent"
+	case err != nil:
+		return fmt.Errorf("protecting %q: %w", p, err)
+	default:
+		e.Kind, e.Mode = fileKind(fi), fi.Mode()
+	}
+	if !full && e.Kind == "symlink" {
+		// No mount can cover a symlink: it is put back after the call,
+		// as a snapshot would.
+		if t, err := at.dir.Readlink(at.name); err == nil {
+			e.Data, e.Full = []byte(t), true
+		}
+	}
+	if full {
+		if err := e.capture(at.dir, at.name, &b.bytes); err != nil {
+			return err
+		}
+	}
+	g.Entries = append(g.Entries, e)
+	if full && e.Kind == "dir" {
+		for _, n := range e.Names {
+			if b.over(&b.entries) {
+				return errGuardFull
+			}
+			if err := g.record(root, filepath.Join(p, n), full, b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pinWay is the pins with every directory on the way to them and to the
+// protected paths, below the writable directory each lies in: a mount
+// stops the rename of the directory it is on, not of one above it, and a
+// command that renamed .git/modules or .git/worktrees away (the binds in
+// it go along) could put a forged copy in its place. Shorter first.
+func pinWay(g *gitGuard, writable []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p, root string) {
+		for d := p; d != root && within(d, root) && !seen[d]; d = filepath.Dir(d) {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, p := range g.Pins {
+		if root := containing(p, writable); root != "" {
+			add(p, root)
+		}
+	}
+	for _, e := range g.Entries {
+		add(filepath.Dir(e.path()), e.Root)
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) || len(out[i]) == len(out[j]) && out[i] < out[j] })
+	return out
+}

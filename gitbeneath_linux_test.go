@@ -1,0 +1,177 @@
+package main
+
+// The git protection against a command that reshapes the directories on
+// the way to the protected files: a directory swapped for a symlink, the
+// parent of a pinned git dir renamed away, a symlink on the way to a
+// submodule's git dir replaced; and git's own removals of worktrees and
+// submodules, which are not reported as failures.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// withSubmodule makes a repository in the env's workspace with submodule
+// sub, and returns sub's checkout and git dir.
+func withSubmodule(t *testing.T, e *testEnv) (sub, modDir string) {
+	t.Helper()
+	upstream := filepath.Join(e.dir, "upstream")
+	newRepo(t, upstream)
+	newRepo(t, e.workspace)
+	gitRun(t, e.workspace, "submodule", "add", "-q", upstream, "sub")
+	gitRun(t, e.workspace, "commit", "-qm", "add sub")
+	modDir = filepath.Join(e.workspace, ".git", "modules", "sub")
+	if _, err := os.Stat(filepath.Join(modDir, "config")); err != nil {
+		t.Fatalf("no submodule git dir: %v", err)
+	}
+	return filepath.Join(e.workspace, "sub"), modDir
+}
+
+// TestGuardSwappedForSymlink: a git dir under .git/modules that a command
+// made (with a planted config and hook), protected from the next call on,
+// and then swapped for a symlink to .git: the restore neither writes the
+// recorded files through the link over .git's own config and hooks, nor
+// removes .git's files as the module's added entries.
+func TestGuardSwappedForSymlink(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		// planted: the module's config and hook exist when it is swapped;
+		// absent: they do not, and are removed after the call if they
+		// exist then (through the link: .git's own).
+		for _, planted := range []bool{true, false} {
+			t.Run(fmt.Sprint(m.name, "/planted=", planted), func(t *testing.T) {
+				swappedForSymlink(t, m.env, planted)
+			})
+		}
+	}
+}
+
+// swappedForSymlink is one case of TestGuardSwappedForSymlink.
+func swappedForSymlink(t *testing.T, env []string, planted bool) {
+	e, pwned := plantEnv(t, env)
+	newRepo(t, e.workspace)
+	gitRun(t, e.workspace, "remote", "add", "origin", "https://example.com/x.git")
+	gitDir := filepath.Join(e.workspace, ".git")
+	config, _ := os.ReadFile(filepath.Join(gitDir, "config"))
+	hooks, _ := os.ReadDir(filepath.Join(gitDir, "hooks"))
+	plant := fmt.Sprintf(`mkdir -p .git/modules/m/hooks && cp .git/HEAD .git/modules/m/HEAD && cp .git/config .git/modules/m/config
+printf '[core]\n\tfsmonitor = "touch %[1]s/fsmonitor; false"\n' >> .git/modules/m/config
+printf '#!/bin/sh\ntouch %[1]s/hook\n' > .git/modules/m/hooks/pre-commit && chmod +x .git/modules/m/hooks/pre-commit
+echo planted`, pwned)
+	if !planted {
+		plant = "mkdir -p .git/modules/m && cp .git/HEAD .git/modules/m/HEAD && echo planted"
+	}
+	if text := e.call(bashReq(plant, "")).text(); !strings.HasPrefix(text, "planted\n") {
+		t.Fatalf("planting: %q", text)
+	}
+	text := e.call(bashReq("mv .git/modules/m .git/modules/m.old || rm -rf .git/modules/m; ln -s .. .git/modules/m; echo swapped", "")).text()
+	t.Logf("swap: %q", text)
+	if strings.Contains(text, "could not restore") {
+		t.Errorf("the restore failed: %q", text)
+	}
+	if b, err := os.ReadFile(filepath.Join(gitDir, "config")); string(b) != string(config) {
+		t.Errorf(".git/config after the call = %q, %v; want %q", b, err, config)
+	}
+	if after, _ := os.ReadDir(filepath.Join(gitDir, "hooks")); len(after) != len(hooks) {
+		t.Errorf(".git/hooks held %d entries, then %d: %v", len(hooks), len(after), after)
+	}
+	checkNothingRan(t, e.workspace, pwned)
+}
+
+// TestGuardRenamedParent: a command renames the directory above a
+// protected git dir (.git/modules, .git/worktrees), which takes the
+// binds on the git dir along, and puts a copy with planted code in its
+// place. Under a namespace the rename fails (every directory on the way
+// is pinned); with snapshots the protected files are put back in the
+// copy. Either way nothing planted runs.
+func TestGuardRenamedParent(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name+"/modules", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			sub, _ := withSubmodule(t, e)
+			plant := fmt.Sprintf(`cd .git && mv modules modules.old && cp -a modules.old modules
+printf '[core]\n\tfsmonitor = "touch %[1]s/fsmonitor; false"\n' >> modules/sub/config
+printf '#!/bin/sh\ntouch %[1]s/hook\n' > modules/sub/hooks/pre-commit && chmod +x modules/sub/hooks/pre-commit
+echo forged`, pwned)
+			t.Logf("call: %q", e.call(bashReq(plant, "")).text())
+			gitRun(t, e.workspace, "status")
+			checkNothingRan(t, sub, pwned)
+		})
+		t.Run(m.name+"/worktrees", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			linked := filepath.Join(e.dir, "linked")
+			gitRun(t, e.workspace, "worktree", "add", "-q", linked, "-b", "linked")
+			forged := filepath.Join(e.workspace, "forged")
+			plant := fmt.Sprintf(`git init -q --bare %[2]s && git --git-dir=%[2]s config core.fsmonitor "touch %[1]s/commondir; false"
+cd .git && mv worktrees worktrees.old && cp -a worktrees.old worktrees && echo %[2]s > worktrees/linked/commondir
+echo forged`, pwned, forged)
+			t.Logf("call: %q", e.call(bashReq(plant, "")).text())
+			checkNothingRan(t, linked, pwned)
+		})
+	}
+}
+
+// TestGuardLinkToGitDir: a submodule whose git dir is reached through a
+// symlink (.git/modules/sub, moved elsewhere and linked): a command that
+// replaces the link with a forged copy of the git dir has the link put
+// back after the call.
+func TestGuardLinkToGitDir(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			sub, modDir := withSubmodule(t, e)
+			moved := filepath.Join(e.workspace, "moved-sub-git")
+			if err := os.Rename(modDir, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../../moved-sub-git", modDir); err != nil {
+				t.Fatal(err)
+			}
+			plant := fmt.Sprintf(`rm .git/modules/sub && cp -a moved-sub-git .git/modules/sub
+printf '[core]\n\tfsmonitor = "touch %[1]s/fsmonitor; false"\n' >> .git/modules/sub/config
+echo forged`, pwned)
+			t.Logf("call: %q", e.call(bashReq(plant, "")).text())
+			if target, err := os.Readlink(modDir); err != nil || target != "../../moved-sub-git" {
+				t.Errorf("the link to the submodule's git dir after the call: %q, %v", target, err)
+			}
+			checkNothingRan(t, sub, pwned)
+		})
+	}
+}
+
+// TestGuardGitRemovals: with snapshots, git's own removal of a linked
+// worktree or of a submodule's git dir is no restore failure, and the
+// removed git dir is not made again (empty, which would keep git from
+// adding the submodule again).
+func TestGuardGitRemovals(t *testing.T) {
+	requireABI(t, 1)
+	snapshot := mechanisms[1].env
+	t.Run("worktree", func(t *testing.T) {
+		e, _ := plantEnv(t, snapshot)
+		newRepo(t, e.workspace)
+		if text := e.call(bashReq("git worktree add -q wt -b wt && echo added", "")).text(); !strings.HasPrefix(text, "added\n") {
+			t.Fatalf("add: %q", text)
+		}
+		text := e.call(bashReq("git worktree remove wt && echo removed", "")).text()
+		if !strings.HasPrefix(text, "removed\n") || strings.Contains(text, "could not restore") {
+			t.Errorf("git worktree remove: %q", text)
+		}
+	})
+	t.Run("submodule", func(t *testing.T) {
+		e, _ := plantEnv(t, snapshot)
+		_, modDir := withSubmodule(t, e)
+		text := e.call(bashReq("git rm -q -f sub && rm -rf .git/modules/sub && echo removed", "")).text()
+		if !strings.HasPrefix(text, "removed\n") || strings.Contains(text, "could not restore") {
+			t.Errorf("removing a submodule: %q", text)
+		}
+		if _, err := os.Lstat(modDir); err == nil {
+			t.Errorf("the submodule's git dir, removed, was made again")
+		}
+	})
+}
