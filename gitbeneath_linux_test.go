@@ -175,3 +175,58 @@ func TestGuardGitRemovals(t *testing.T) {
 		}
 	})
 }
+
+// TestGuardReachIntoShared: a workspace outside the shared directories
+// whose git dir lies in one (a worktree of a repository in /tmp), or
+// whose submodule is linked into one, is not refused when another
+// session fills that part with more than a call protects (worktrees, or
+// a .gitmodules of long paths); what the workspace itself reaches there
+// first (its own git dir's files) stays protected.
+func TestGuardReachIntoShared(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name+"/worktrees", func(t *testing.T) {
+			e, shared := sharedRootEnv(t, m.env)
+			main := filepath.Join(shared, "main")
+			newRepo(t, main)
+			wsA := filepath.Join(e.dir, "wsA")
+			gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+			fill := fmt.Sprintf("for i in $(seq %d); do mkdir -p %s/.git/worktrees/x$i; done; echo filled", maxGuardEntries/3+1, main)
+			if text := e.call(sessionCall(fill, "B", e.workspace, "")).text(); text != "filled\n" {
+				t.Fatalf("filling: %q", text)
+			}
+			gitDir := filepath.Join(main, ".git", "worktrees", "wsA")
+			plant := "printf '[core]\\n\\tfsmonitor = touch /nowhere\\n' > " + gitDir + "/config.worktree; echo planted > " + main + "/.git/hooks/pre-commit; echo ran"
+			text := e.call(sessionCall(plant, "A", wsA, "")).text()
+			if !strings.HasPrefix(text, "ran\n") {
+				t.Errorf("session A's call, its repository's worktrees filled by another session: %q", text)
+			}
+			if _, err := os.Lstat(filepath.Join(gitDir, "config.worktree")); err == nil {
+				t.Error("a config.worktree was planted in A's own git dir")
+			}
+			checkUnplanted(t, filepath.Join(main, ".git", "hooks", "pre-commit"), main)
+		})
+		t.Run(m.name+"/submodule", func(t *testing.T) {
+			e, shared := sharedRootEnv(t, m.env)
+			newRepo(t, e.workspace)
+			subrepo := filepath.Join(shared, "subrepo")
+			newRepo(t, subrepo)
+			if err := os.Symlink(subrepo, filepath.Join(e.workspace, "sub")); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(e.workspace, ".gitmodules"), []byte("[submodule \"sub\"]\n\tpath = sub\n"), 0o644)
+			long := strings.TrimSuffix(strings.Repeat("d/", 40), "/")
+			fill := fmt.Sprintf(`for i in $(seq %d); do printf '[submodule "m%%s"]\n\tpath = %s/%%s\n' $i $i; done > %s/.gitmodules; echo filled`, maxSubmodules, long, subrepo)
+			wsB := filepath.Join(e.dir, "wsB")
+			os.Mkdir(wsB, 0o755)
+			if text := e.call(sessionCall(fill, "B", wsB, "")).text(); text != "filled\n" {
+				t.Fatalf("filling: %q", text)
+			}
+			text := e.call(bashReq("echo planted > sub/.git/hooks/pre-commit; echo ran", "")).text()
+			if !strings.HasPrefix(text, "ran\n") {
+				t.Errorf("a call whose submodule, linked into a shared directory, was filled by another session: %q", text)
+			}
+			checkUnplanted(t, filepath.Join(subrepo, ".git", "hooks", "pre-commit"), subrepo)
+		})
+	}
+}

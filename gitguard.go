@@ -95,6 +95,23 @@ type guardBudget struct {
 	bytes              int
 	steps              int // left for resolving submodule paths (resolveWithin)
 	spent, warnedSpent bool
+	reach              *guardBudget // the workspace's, for what it reaches outside itself (outside)
+}
+
+// outside is the budget for what the call's workspace reaches outside
+// itself (its git dir in /tmp, as a worktree of a repository there; a
+// submodule linked there): those lie in a directory every session's
+// command can fill, so they are protected as far as a budget goes (what
+// the workspace's own .git names first), and never refuse the call.
+// Another top's budget is its own.
+func (b *guardBudget) outside(p string) *guardBudget {
+	if !b.own || within(p, b.dir) {
+		return b
+	}
+	if b.reach == nil {
+		b.reach = &guardBudget{dir: b.dir, bytes: maxGuardBytes, steps: maxResolveSteps}
+	}
+	return b.reach
 }
 
 // over counts one more against n, and reports whether the budget is spent.
@@ -197,29 +214,6 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			continue
 		}
 		done["top:"+top] = true
-		subs, complete := submodulePaths(top)
-		if !complete { // more than a .gitmodules holds: those listed are protected, and no more
-			if b.own {
-				return nil, b.spend()
-			}
-			b.warn()
-		}
-		for _, sub := range subs {
-			// Canonical, as every path the launcher binds must be: it
-			// refuses a symlink on the way (a .gitmodules path can lead
-			// through one), and where the path leads is what git reaches.
-			// The directory that named it pays for it.
-			c, ok := resolveWithin(filepath.Join(top, sub), &b.steps)
-			if !ok {
-				if err := b.spend(); err != nil {
-					return nil, err
-				}
-				break
-			}
-			if !done["top:"+c] && !elsewhere(c, b.dir) {
-				tops = append(tops, scanTop{c, b})
-			}
-		}
 		dotGit := filepath.Join(top, ".git")
 		gitDirs := gitDirsOf(top)
 		if fi, err := os.Lstat(dotGit); err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
@@ -232,6 +226,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			if gitDir != "" && elsewhere(gitDir, b.dir) {
 				continue
 			}
+			gb := b.outside(gitDir) // "" is the .git in top
 			var paths []string
 			complete := true
 			if gitDir == "" {
@@ -252,8 +247,9 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				if proot == "" || done[key] || elsewhere(p, b.dir) { // a core.worktree can name any place
 					continue
 				}
-				if b.over(&b.entries) {
-					if err := b.spend(); err != nil {
+				pb := b.outside(p)
+				if pb.over(&pb.entries) {
+					if err := pb.spend(); err != nil {
 						return nil, err
 					}
 					continue
@@ -262,14 +258,14 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				if shallow {
 					err = g.recordShallow(proot, p)
 				} else {
-					err = g.record(proot, p, full, b)
+					err = g.record(proot, p, full, pb)
 				}
 				switch {
 				case errors.Is(err, errGuardFull):
-					err = b.spend()
+					err = pb.spend()
 				case err == nil:
 					done[key] = true
-				case !b.own:
+				case !pb.own:
 					// A path of another place that cannot be read (any
 					// session's command can chmod /tmp/.git 000) must not
 					// refuse every session's calls.
@@ -281,7 +277,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				}
 			}
 			if !complete { // more than a budget: what was listed is protected, and no more
-				if err := b.spend(); err != nil {
+				if err := gb.spend(); err != nil {
 					return nil, err
 				}
 			}
@@ -290,7 +286,32 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				g.Pins = append(g.Pins, gitDir)
 			}
 		}
-		if b.spent {
+		// The submodules after the top's own git files, which the
+		// resolving of what a .gitmodules names must not leave unpaid.
+		subs, complete := submodulePaths(top)
+		if !complete { // more than a .gitmodules holds: those listed are protected, and no more
+			if b.own {
+				return nil, b.spend()
+			}
+			b.warn()
+		}
+		for _, sub := range subs {
+			// Canonical, as every path the launcher binds must be: it
+			// refuses a symlink on the way (a .gitmodules path can lead
+			// through one), and where the path leads is what git reaches.
+			// The directory that named it pays for it.
+			c, ok := resolveWithin(filepath.Join(top, sub), &b.steps)
+			if !ok {
+				if err := b.spend(); err != nil {
+					return nil, err
+				}
+				break
+			}
+			if !done["top:"+c] && !elsewhere(c, b.dir) {
+				tops = append(tops, scanTop{c, b.outside(c)})
+			}
+		}
+		if b.spent || b.reach != nil && b.reach.spent {
 			delete(done, "top:"+top) // what it skipped, another budget may pay for
 		}
 	}
