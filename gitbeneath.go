@@ -104,8 +104,9 @@ func (b *beneath) close() {
 }
 
 // record notes one protected path. A missing hooks directory is created
-// first (git init makes one too), so that it can be protected like any.
-func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
+// first when makeHooks (git init makes one too), so that it can be
+// protected like any.
+func (g *gitGuard) record(root, p string, full, makeHooks bool, b *guardBudget) error {
 	// Through the writable directory's os.Root: a directory on the way
 	// swapped for a symlink (to the user's home, say) cannot have the
 	// snapshot read, or a hooks/ made, outside it.
@@ -130,7 +131,7 @@ func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
 	}
 	defer at.close()
 	fi, err := at.dir.Lstat(at.name)
-	if errors.Is(err, fs.ErrNotExist) && at.name == "hooks" {
+	if errors.Is(err, fs.ErrNotExist) && at.name == "hooks" && makeHooks {
 		if at.dir.Mkdir(at.name, 0o755) == nil {
 			fi, err = at.dir.Lstat(at.name)
 		}
@@ -161,7 +162,7 @@ func (g *gitGuard) record(root, p string, full bool, b *guardBudget) error {
 			if b.over(&b.entries) {
 				return errGuardFull
 			}
-			if err := g.record(root, filepath.Join(p, n), full, b); err != nil {
+			if err := g.record(root, filepath.Join(p, n), full, makeHooks, b); err != nil {
 				return err
 			}
 		}

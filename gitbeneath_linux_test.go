@@ -230,3 +230,31 @@ func TestGuardReachIntoShared(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardGitDirRemade: a command takes a submodule's git dir apart in
+// one call (its HEAD removed, or the whole git dir, kept aside) so that
+// the next call's scan sees no git dir where the submodule's .git file
+// points, and then puts it back with a planted config. The git dir a
+// .git file names is protected whether or not it is one (or exists) at
+// the call's start, so nothing planted stays.
+func TestGuardGitDirRemade(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		for _, apart := range []string{
+			"mv .git/modules/sub/HEAD head.kept",
+			"cp -a .git/modules/sub sub-git.kept && rm -rf .git/modules/sub",
+		} {
+			t.Run(m.name+"/"+strings.Fields(apart)[0], func(t *testing.T) {
+				e, pwned := plantEnv(t, m.env)
+				sub, _ := withSubmodule(t, e)
+				t.Logf("apart: %q", e.call(bashReq(apart+"; echo done", "")).text())
+				remake := fmt.Sprintf(`[ -d sub-git.kept ] && rm -rf .git/modules/sub && cp -a sub-git.kept .git/modules/sub
+[ -f head.kept ] && mv head.kept .git/modules/sub/HEAD
+printf '[core]\n\tfsmonitor = "touch %s/fsmonitor; false"\n' >> .git/modules/sub/config
+echo remade`, pwned)
+				t.Logf("remake: %q", e.call(bashReq(remake, "")).text())
+				checkNothingRan(t, sub, pwned)
+			})
+		}
+	}
+}

@@ -222,16 +222,25 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			// pointed at a forged git dir.
 			gitDirs = append([]string{""}, gitDirs...)
 		}
+		if p := pointedAt(top); p != "" {
+			gitDirs = append(gitDirs, "weak:"+p)
+		}
 		for _, gitDir := range gitDirs {
-			if gitDir != "" && elsewhere(gitDir, b.dir) {
+			weakDir, weak := strings.CutPrefix(gitDir, "weak:")
+			if gitDir != "" && elsewhere(weakDir, b.dir) {
 				continue
 			}
-			gb := b.outside(gitDir) // "" is the .git in top
+			gb := b.outside(weakDir) // "" is the .git in top
 			var paths []string
 			complete := true
-			if gitDir == "" {
+			switch {
+			case gitDir == "":
 				paths = append(append(paths, dotGit), pointerLinks(top)...)
-			} else {
+			case weak: // not a git dir (yet): its files as they are, no hooks/ made
+				for _, n := range []string{"config", "config.worktree", "commondir", "hooks"} {
+					paths = append(paths, "weak:"+filepath.Join(weakDir, n))
+				}
+			default:
 				if full {
 					paths = append(paths, "shallow:"+gitDir)
 				}
@@ -242,6 +251,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			for _, p := range paths {
 				shallow := strings.HasPrefix(p, "shallow:")
 				p = strings.TrimPrefix(p, "shallow:")
+				p, weakPath := strings.CutPrefix(p, "weak:")
 				key := fmt.Sprint(shallow, p)
 				proot := containing(p, writable)
 				if proot == "" || done[key] || elsewhere(p, b.dir) { // a core.worktree can name any place
@@ -258,7 +268,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 				if shallow {
 					err = g.recordShallow(proot, p)
 				} else {
-					err = g.record(proot, p, full, pb)
+					err = g.record(proot, p, full, !weakPath, pb)
 				}
 				switch {
 				case errors.Is(err, errGuardFull):
@@ -281,7 +291,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					return nil, err
 				}
 			}
-			if gitDir != "" && containing(gitDir, writable) != "" && !done["pin:"+gitDir] {
+			if gitDir != "" && !weak && containing(gitDir, writable) != "" && !done["pin:"+gitDir] {
 				done["pin:"+gitDir] = true
 				g.Pins = append(g.Pins, gitDir)
 			}

@@ -143,13 +143,38 @@ func unquote(v string) string {
 	return v
 }
 
-// isGitDir reports whether dir is one that git would take for a git dir,
-// which holds HEAD: a .git file or commondir naming any other directory
-// (a session's src/, by a file another session put in /tmp) makes git
-// fail, and has nothing of that directory protected.
+// isGitDir reports whether dir is a git dir: it holds HEAD, or a config
+// (a command can remove HEAD, which nothing protects, to have the next
+// call's scan pass over the git dir, and then put it back with a planted
+// config; the config itself is protected).
 func isGitDir(dir string) bool {
-	_, err := os.Lstat(filepath.Join(dir, "HEAD"))
-	return err == nil
+	for _, n := range []string{"HEAD", "config"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// pointedAt is what dir's .git file names when that is not a git dir (or
+// nothing at all), resolved as far as it exists; else "". A command that
+// took the git dir apart (removed it, with snapshots) could make it again
+// with a planted config in a later call, so git's files there are
+// protected as they are, absent ones removed after the call.
+func pointedAt(dir string) string {
+	dotGit := filepath.Join(dir, ".git")
+	fi, err := os.Lstat(dotGit)
+	if err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	line, ok := readPointer(dotGit, "gitdir: ")
+	if !ok {
+		return ""
+	}
+	if g := canonicalPrefix(line); !isGitDir(g) {
+		return g
+	}
+	return ""
 }
 
 // readGitFile reads a one-line pointer file of git's ("gitdir: PATH", or
@@ -236,7 +261,7 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 				continue
 			}
 			d := filepath.Join(modules, e.Name())
-			if _, err := os.Lstat(filepath.Join(d, "HEAD")); err == nil {
+			if isGitDir(d) {
 				walk(d, depth+1)
 			} else if depth < maxModuleDepth {
 				walkModules(d, depth+1)

@@ -461,8 +461,8 @@ func TestGuardRecordInsideRoot(t *testing.T) {
 	}
 	g := &gitGuard{}
 	b := &guardBudget{bytes: maxGuardBytes}
-	g.record(root, filepath.Join(root, "x", "config"), true, b)
-	g.record(root, filepath.Join(root, "x", "hooks"), false, b)
+	g.record(root, filepath.Join(root, "x", "config"), true, true, b)
+	g.record(root, filepath.Join(root, "x", "hooks"), false, true, b)
 	for _, e := range g.Entries {
 		if strings.Contains(string(e.Data), "SECRET") {
 			t.Errorf("the snapshot read outside its directory: %+v", e)
