@@ -2,8 +2,8 @@ package main
 
 // The directories on the way to the protected git paths: each path is
 // recorded (record) and restored reached one directory at a time, never
-// through a symlink, and, under a mount namespace, every directory on the
-// way is pinned (pinWay).
+// through a symlink, and, under a mount namespace, the directories on the
+// way to each git dir are pinned (pinUp).
 //
 // Reaching a path: an os.Root keeps a path inside the writable
 // directory, but follows a symlink that stays there: a command that
@@ -19,7 +19,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -151,6 +150,15 @@ func (g *gitGuard) record(root, p string, full, makeHooks bool, b *guardBudget) 
 			e.Data, e.Full = []byte(t), true
 		}
 	}
+	if !full && e.Kind == "file" && at.name == ".git" {
+		// A .git file is bound read-only, and put back after the call
+		// too: the directories above a checkout's .git are not pinned,
+		// and one renamed away takes the bind along.
+		if e.Data, err = readSmallIn(at.dir, at.name, 4096); err != nil {
+			return fmt.Errorf("protecting %q: %w", p, err)
+		}
+		e.Full = true
+	}
 	if full {
 		if err := e.capture(at.dir, at.name, &b.bytes); err != nil {
 			return err
@@ -170,28 +178,21 @@ func (g *gitGuard) record(root, p string, full, makeHooks bool, b *guardBudget) 
 	return nil
 }
 
-// pinWay is the pins with every directory on the way to them and to the
-// protected paths, below the writable directory each lies in: a mount
+// pinUp pins directory d and every directory above it below root (each
+// is bound onto itself under a mount namespace), charged to b: a mount
 // stops the rename of the directory it is on, not of one above it, and a
 // command that renamed .git/modules or .git/worktrees away (the binds in
-// it go along) could put a forged copy in its place. Shorter first.
-func pinWay(g *gitGuard, writable []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(p, root string) {
-		for d := p; d != root && within(d, root) && !seen[d]; d = filepath.Dir(d) {
-			seen[d] = true
-			out = append(out, d)
+// it go along) could put a forged copy in its place. A checkout's own
+// directories (those above a submodule's .git file) are not pinned: the
+// .git file is put back after the call (record), so that they can be
+// renamed.
+func (g *gitGuard) pinUp(d, root string, b *guardBudget, done map[string]bool) error {
+	for ; d != root && within(d, root) && !done["pin:"+d]; d = filepath.Dir(d) {
+		if b.over(&b.entries) || b.overPath(d) {
+			return b.spend()
 		}
+		done["pin:"+d] = true
+		g.Pins = append(g.Pins, d)
 	}
-	for _, p := range g.Pins {
-		if root := containing(p, writable); root != "" {
-			add(p, root)
-		}
-	}
-	for _, e := range g.Entries {
-		add(filepath.Dir(e.path()), e.Root)
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) < len(out[j]) || len(out[i]) == len(out[j]) && out[i] < out[j] })
-	return out
+	return nil
 }

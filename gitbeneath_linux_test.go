@@ -258,3 +258,50 @@ echo remade`, pwned)
 		}
 	}
 }
+
+// TestGuardDeepShared: a repository thousands of directories deep in a
+// directory every session writes, named in its .gitmodules, does not
+// fail other sessions' confined calls (every directory on the way to a
+// git dir is pinned, each an argument of the launcher: they are bounded).
+func TestGuardDeepShared(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, shared := sharedRootEnv(t, m.env)
+			deep := strings.TrimSuffix(strings.Repeat("a/", 1900), "/")
+			plant := fmt.Sprintf(`cd %s && mkdir -p %s && git -C %s init -q && printf '[submodule "x"]\n\tpath = %s\n' > .gitmodules && echo planted`, shared, deep, deep, deep)
+			wsB := filepath.Join(e.dir, "wsB")
+			os.Mkdir(wsB, 0o755)
+			if text := e.call(sessionCall(plant, "B", wsB, "")).text(); text != "planted\n" {
+				t.Fatalf("planting: %q", text)
+			}
+			if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
+				t.Errorf("a call beside a deep repository in a shared directory: %q", text)
+			}
+		})
+	}
+}
+
+// TestGuardCheckoutRenamed: the directory that holds a submodule's
+// checkout can be renamed (it is not pinned), and a .git file forged in
+// a new directory of the old name is put back after the call.
+func TestGuardCheckoutRenamed(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			sub, _ := withSubmodule(t, e)
+			gitFile, _ := os.ReadFile(filepath.Join(sub, ".git"))
+			if text := e.call(bashReq("mv sub sub2 && mv sub2 sub && echo renamed", "")).text(); !strings.HasPrefix(text, "renamed\n") {
+				t.Errorf("renaming a submodule's checkout: %q", text)
+			}
+			forge := fmt.Sprintf(`git init -q --bare /tmp/bashcall-forged-sub && git --git-dir=/tmp/bashcall-forged-sub config core.fsmonitor "touch %s/fsmonitor; false"
+mv sub sub.old && mkdir sub && echo 'gitdir: /tmp/bashcall-forged-sub' > sub/.git && echo forged`, pwned)
+			defer os.RemoveAll("/tmp/bashcall-forged-sub")
+			t.Logf("forge: %q", e.call(bashReq(forge, "")).text())
+			if b, _ := os.ReadFile(filepath.Join(sub, ".git")); string(b) != string(gitFile) {
+				t.Errorf("sub/.git after the call = %q, want %q", b, gitFile)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 )
@@ -35,6 +36,10 @@ const (
 	maxModuleDepth  = 6
 	maxSubmodules   = 512  // of one .gitmodules
 	maxResolveSteps = 4096 // names walked resolving one top's submodule paths (its own workspace's: 4 times more)
+	// Bytes of the protected and pinned paths the launcher gets as
+	// arguments: of one top, and of all but the call's workspace.
+	maxGuardPathBytes = 256 << 10
+	maxCallPathBytes  = 1 << 20
 )
 
 // guardEntry is one protected path as it was before the call.
@@ -96,6 +101,24 @@ type guardBudget struct {
 	steps              int // left for resolving submodule paths (resolveWithin)
 	spent, warnedSpent bool
 	reach              *guardBudget // the workspace's, for what it reaches outside itself (outside)
+	pathBytes          int          // of the paths it passes the launcher (overPath)
+	callBytes          *int         // the same, of every budget but the workspace's
+}
+
+// overPath counts path p, which the launcher gets on its command line,
+// against the budget's bytes of paths and, but for the call's workspace
+// (which is scanned first), the call's: however many places a command
+// fills, with paths however long, the launcher's arguments stay far
+// below the kernel's limit, which would fail every confined call.
+func (b *guardBudget) overPath(p string) bool {
+	b.pathBytes += len(p) + 1
+	if !b.own && b.callBytes != nil {
+		*b.callBytes += len(p) + 1
+		if *b.callBytes > maxCallPathBytes {
+			return true
+		}
+	}
+	return b.pathBytes > maxGuardPathBytes
 }
 
 // outside is the budget for what the call's workspace reaches outside
@@ -109,7 +132,7 @@ func (b *guardBudget) outside(p string) *guardBudget {
 		return b
 	}
 	if b.reach == nil {
-		b.reach = &guardBudget{dir: b.dir, bytes: maxGuardBytes, steps: maxResolveSteps}
+		b.reach = &guardBudget{dir: b.dir, bytes: maxGuardBytes, steps: maxResolveSteps, callBytes: b.callBytes}
 	}
 	return b.reach
 }
@@ -188,12 +211,13 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 		}
 		return false
 	}
+	callBytes := 0
 	for _, d := range starts {
 		steps := maxResolveSteps
 		if d == own {
 			steps = 4 * maxResolveSteps
 		}
-		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: d == own, bytes: maxGuardBytes, steps: steps}})
+		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: d == own, bytes: maxGuardBytes, steps: steps, callBytes: &callBytes}})
 	}
 	isOther := map[string]bool{}
 	for _, d := range others {
@@ -258,7 +282,7 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					continue
 				}
 				pb := b.outside(p)
-				if pb.over(&pb.entries) {
+				if pb.over(&pb.entries) || pb.overPath(p) {
 					if err := pb.spend(); err != nil {
 						return nil, err
 					}
@@ -275,6 +299,11 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					err = pb.spend()
 				case err == nil:
 					done[key] = true
+					if gitDir != "" && !weak && within(p, gitDir) {
+						// The directories on the way to it (worktrees/<name>,
+						// modules/...) and to its git dir.
+						err = g.pinUp(filepath.Dir(p), proot, pb, done)
+					}
 				case !pb.own:
 					// A path of another place that cannot be read (any
 					// session's command can chmod /tmp/.git 000) must not
@@ -291,9 +320,10 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 					return nil, err
 				}
 			}
-			if gitDir != "" && !weak && containing(gitDir, writable) != "" && !done["pin:"+gitDir] {
-				done["pin:"+gitDir] = true
-				g.Pins = append(g.Pins, gitDir)
+			if root := containing(gitDir, writable); gitDir != "" && !weak && root != "" {
+				if err := g.pinUp(gitDir, root, gb, done); err != nil {
+					return nil, err
+				}
 			}
 		}
 		// The submodules after the top's own git files, which the
@@ -325,7 +355,9 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 			delete(done, "top:"+top) // what it skipped, another budget may pay for
 		}
 	}
-	g.Pins = pinWay(g, writable)
+	sort.Slice(g.Pins, func(i, j int) bool { // shorter first
+		return len(g.Pins[i]) < len(g.Pins[j]) || len(g.Pins[i]) == len(g.Pins[j]) && g.Pins[i] < g.Pins[j]
+	})
 	if full {
 		g.Modes = controlModes(controls)
 	}
