@@ -34,6 +34,9 @@ type invocation struct {
 	// reaper ties the tasks of one owner to the life of a process (the
 	// hidden -reaper flag of bashcall mcp's children).
 	reaper *reaperTie
+	// launchedAs is the name the host ran the server by, for the process
+	// of a server's call (launchName).
+	launchedAs string
 	// textOnly: the response is printed as its text alone (-text).
 	textOnly bool
 }
@@ -43,9 +46,10 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	var c commonFlags
 	fs := newFlagSet("bashcall", stderr, &c)
 	textFlag := fs.Bool("text", false, "print only the model-facing text of the response")
-	progressFlag := fs.Int("progress-fd", -1, "") // for bashcall mcp; not in the usage
-	warmFlag := fs.Bool("warm", false, "")        // for the servers' warm children; not in the usage
-	reaperFlag := fs.String("reaper", "", "")     // for bashcall mcp's children; not in the usage
+	progressFlag := fs.Int("progress-fd", -1, "")    // for bashcall mcp; not in the usage
+	warmFlag := fs.Bool("warm", false, "")           // for the servers' warm children; not in the usage
+	reaperFlag := fs.String("reaper", "", "")        // for bashcall mcp's children; not in the usage
+	launchedFlag := fs.String("launched-as", "", "") // for the servers' children: the server's argv[0]
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
@@ -79,6 +83,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err != nil {
 		return answerFailure(data, rerr, stdout, *textFlag, err)
 	}
+	inv.launchedAs = *launchedFlag
 	if inv.progress, err = openProgressFeed(*progressFlag); err != nil {
 		return usageError{err}
 	}

@@ -100,10 +100,10 @@ func defaultConfig() config {
 // XDG location when it exists. It returns "" for the built-in defaults.
 func configPath(flagValue string, getenv func(string) string) string {
 	if flagValue != "" {
-		return flagValue
+		return cleanPath(flagValue)
 	}
 	if p := getenv("BASHCALL_CONFIG"); p != "" {
-		return p
+		return cleanPath(p)
 	}
 	p := defaultConfigPath(getenv)
 	if p == "" {
@@ -113,6 +113,17 @@ func configPath(flagValue string, getenv func(string) string) string {
 		return ""
 	}
 	return p
+}
+
+// cleanPath is p absolute and without "..": the path bashcall both checks
+// (control paths, linksOnWay) and opens. A ".." after a directory that a
+// command could turn into a symlink would lead the kernel elsewhere than
+// the check looked.
+func cleanPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return filepath.Clean(p)
 }
 
 // defaultConfigPath is $XDG_CONFIG_HOME/bashcall/config.toml (or under
@@ -266,6 +277,9 @@ func (c *config) validate() error {
 		// A name looked up on PATH could be found in a directory that a
 		// confined command can write.
 		return fmt.Errorf("approval.command: the program must be an absolute path, got %q", c.Approval.Command[0])
+	}
+	if len(c.Approval.Command) > 0 {
+		c.Approval.Command[0] = filepath.Clean(c.Approval.Command[0])
 	}
 	return c.Env.validate()
 }

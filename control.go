@@ -42,14 +42,50 @@ func (inv *invocation) controlPaths() []string {
 	if exe, err := os.Executable(); err == nil {
 		out = append(out, canonicalPrefix(exe))
 	}
-	if len(os.Args) > 0 && strings.Contains(os.Args[0], "/") {
-		out = append(out, linksOnWay(os.Args[0])...) // the name the host ran bashcall by
-	}
+	out = append(out, launchPaths(inv.launchName(), inv.getenv("PATH"))...)
 	if len(inv.cfg.Approval.Command) > 0 {
 		out = append(out, canonicalPrefix(inv.cfg.Approval.Command[0]))
 		out = append(out, linksOnWay(inv.cfg.Approval.Command[0])...)
 	}
 	return out
+}
+
+// launchName is the name the host ran bashcall by: its argv[0], or for
+// the process of a server's call the server's (-launched-as).
+func (inv *invocation) launchName() string {
+	if inv.launchedAs != "" {
+		return inv.launchedAs
+	}
+	if len(os.Args) > 0 {
+		return os.Args[0]
+	}
+	return ""
+}
+
+// launchPaths are the control paths of how the host runs bashcall by
+// name: the symlinks on the way to it and, for a bare name found on PATH,
+// every PATH directory searched before the one it was found in (a
+// bashcall a command put there would be the one the host runs next,
+// unconfined). A bare name not on PATH was not found through it.
+func launchPaths(name, path string) []string {
+	if name == "" {
+		return nil
+	}
+	if strings.Contains(name, "/") {
+		return linksOnWay(name)
+	}
+	var dirs []string
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue // the host's working directory, unknown here
+		}
+		p := filepath.Join(dir, name)
+		dirs = append(dirs, canonicalPrefix(dir))
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return append(dirs, linksOnWay(p)...)
+		}
+	}
+	return nil
 }
 
 // checkShell refuses a shell that a confined command could have put

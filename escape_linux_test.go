@@ -555,3 +555,85 @@ func TestControlPathThroughLink(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutableThroughLink: the name the host runs bashcall by is a
+// control path along with the executable: a symlink on the way to it in
+// the workspace (for a one-shot call, and for the calls of an mcp server
+// started through it, whose processes get the server's name), or, for a
+// bare name found on PATH, a PATH directory searched before it that lies
+// in the workspace. A command there could have the host run a bashcall
+// of its own next, unconfined. Such a confined call is refused.
+func TestExecutableThroughLink(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	real := filepath.Join(e.dir, "real")
+	os.Mkdir(real, 0o755)
+	if err := os.Symlink(os.Args[0], filepath.Join(real, "bashcall-test")); err != nil {
+		t.Fatal(err)
+	}
+	tools := filepath.Join(e.workspace, "tools")
+	if err := os.Symlink(real, tools); err != nil {
+		t.Fatal(err)
+	}
+	early := filepath.Join(e.workspace, "bin")
+	os.Mkdir(early, 0o755)
+	refused := "overlaps"
+	t.Run("one-shot", func(t *testing.T) {
+		c := e.cmd()
+		c.Path, c.Args[0] = filepath.Join(tools, "bashcall-test"), filepath.Join(tools, "bashcall-test")
+		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
+		out, _ := c.Output()
+		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), refused) {
+			t.Errorf("a call of a bashcall run through a link in the workspace = %q", r.text())
+		}
+	})
+	t.Run("on PATH", func(t *testing.T) {
+		c := e.cmd()
+		c.Path, c.Args[0] = filepath.Join(real, "bashcall-test"), "bashcall-test"
+		c.Env = append(c.Env, "PATH="+early+":"+real+":"+os.Getenv("PATH"))
+		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
+		out, _ := c.Output()
+		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), early) {
+			t.Errorf("a call of a bashcall found on PATH after a directory in the workspace = %q", r.text())
+		}
+	})
+	t.Run("mcp", func(t *testing.T) {
+		c := e.startMCPVia(filepath.Join(tools, "bashcall-test"), "-workspace", e.workspace)
+		c.initialize(`{}`)
+		r, _ := c.callTool(1, "bash", mcpBashArgs("echo ran", ""), "")
+		if !r.IsError || !strings.Contains(r.Content[0].Text, refused) {
+			t.Errorf("an mcp call of a server run through a link in the workspace = %+v", r)
+		}
+		c.close()
+	})
+}
+
+// TestControlPathDotDot: a config file named with ".." after a directory
+// of the workspace is read where the name leads lexically, so a command
+// that turns that directory into a symlink cannot have the next call
+// read a config of its own.
+func TestControlPathDotDot(t *testing.T) {
+	e := newConfinedEnv(t, "")
+	cfgRoot := filepath.Join(e.dir, "cfgroot")
+	os.Mkdir(cfgRoot, 0o755)
+	if err := os.WriteFile(filepath.Join(cfgRoot, "config.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(e.workspace, "sub"), 0o755)
+	config := e.workspace + "/sub/../../cfgroot/config.toml" // not cleaned
+	run := func(command string) string {
+		c := e.cmd()
+		c.Args = []string{os.Args[0], "-config", config, "-state-dir", e.stateDir, "-text"}
+		c.Stdin = strings.NewReader(bashReq(command, ""))
+		out, _ := c.Output()
+		return string(out)
+	}
+	forge := `mkdir -p a/b cfgroot && printf '[sandbox]\nmode = "danger-full-access"\n' > cfgroot/config.toml && rm -rf sub && ln -s a/b sub && echo swapped`
+	if out := run(forge); !strings.HasPrefix(out, "swapped\n") {
+		t.Fatalf("the swap: %q", out)
+	}
+	outside := filepath.Join(e.dir, "outside")
+	run("touch " + outside)
+	if _, err := os.Stat(outside); err == nil {
+		t.Error("the next call ran unconfined, with the command's config")
+	}
+}

@@ -61,8 +61,17 @@ func (s *syncBuffer) String() string {
 // startMCP starts bashcall mcp with the env's config and state dir.
 func (e *testEnv) startMCP(args ...string) *mcpClient {
 	e.t.Helper()
+	return e.startMCPVia("", args...)
+}
+
+// startMCPVia is startMCP running the binary by the name via, unless "".
+func (e *testEnv) startMCPVia(via string, args ...string) *mcpClient {
+	e.t.Helper()
 	c := &mcpClient{t: e.t, cmd: e.cmd(append([]string{"mcp"}, args...)...), msgs: make(chan mcpMsg, 10000),
 		stderr: &syncBuffer{}, exited: make(chan struct{})}
+	if via != "" {
+		c.cmd.Path, c.cmd.Args[0] = via, via
+	}
 	c.cmd.Stderr = c.stderr
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {

@@ -320,7 +320,7 @@ func (c *mcpCall) begin(child *warmChild) error {
 
 // childArgs are the arguments of a call's bashcall process.
 func (s *mcpServer) childArgs() []string {
-	args := []string{"-state-dir", s.inv.stateDir, "-reaper", s.reaper}
+	args := []string{"-state-dir", s.inv.stateDir, "-reaper", s.reaper, "-launched-as", s.inv.launchName()}
 	if s.inv.cfg.path != "" {
 		args = append(args, "-config", s.inv.cfg.path)
 	}

@@ -309,7 +309,7 @@ func (s *spool) answer(f *os.File) []byte {
 // startChild starts the bashcall process of one call, which waits for
 // its request.
 func (s *spool) startChild(warm bool) (*warmChild, error) {
-	args := []string{"-state-dir", s.inv.stateDir}
+	args := []string{"-state-dir", s.inv.stateDir, "-launched-as", s.inv.launchName()}
 	if warm {
 		args = append(args, "-warm")
 	}
