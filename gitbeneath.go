@@ -14,6 +14,7 @@ package main
 // two is caught as well.
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -77,7 +78,8 @@ func openBeneath(r *os.Root, rel string, repair bool) (*beneath, error) {
 		walked = filepath.Join(walked, c)
 		next, err := subdir(b.dir, c)
 		if errors.Is(err, errNotDirOnWay) && repair {
-			if err = b.dir.Remove(c); err == nil || errors.Is(err, fs.ErrNotExist) {
+			// Moved aside, not removed: what is there may be the user's.
+			if err = moveAside(b.dir, c); err == nil || errors.Is(err, fs.ErrNotExist) {
 				err = b.dir.Mkdir(c, 0o755)
 			}
 			if err == nil {
@@ -93,6 +95,14 @@ func openBeneath(r *os.Root, rel string, repair bool) (*beneath, error) {
 		b.dir, b.own = next, true
 	}
 	return b, nil
+}
+
+// moveAside renames name in dir to a new name beside it, NAME.bashcall-
+// moved-RANDOM: what the restore must take away from a protected path
+// (a link where a directory was on the way, a directory where a symlink
+// was) is kept, not removed with whatever it holds.
+func moveAside(dir *os.Root, name string) error {
+	return dir.Rename(name, name+".bashcall-moved-"+rand.Text())
 }
 
 // close closes the directory, unless it is the root itself.

@@ -305,3 +305,29 @@ mv sub sub.old && mkdir sub && echo 'gitdir: /tmp/bashcall-forged-sub' > sub/.gi
 		})
 	}
 }
+
+// TestGuardLinkUndone: where a symlink led to a submodule's git dir, a
+// call that moves the git dir back in place of the link (undoing the
+// layout) has the link put back and the git dir, with its commits, kept
+// beside it rather than removed.
+func TestGuardLinkUndone(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			_, modDir := withSubmodule(t, e)
+			moved := filepath.Join(e.workspace, "moved-sub-git")
+			if err := os.Rename(modDir, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("../../moved-sub-git", modDir); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("call: %q", e.call(bashReq("rm .git/modules/sub && mv moved-sub-git .git/modules/sub && echo undone", "")).text())
+			kept, _ := filepath.Glob(modDir + ".bashcall-moved-*")
+			if len(kept) != 1 || !isGitDir(kept[0]) {
+				t.Errorf("the git dir moved in place of the link was not kept: %v", kept)
+			}
+		})
+	}
+}

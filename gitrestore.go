@@ -119,7 +119,13 @@ func (e *guardEntry) restoreAt(dir *os.Root, name string) (changed bool, err err
 		return false, nil
 	}
 	if exists && (fileKind(fi) != e.Kind || e.Kind == "symlink") {
-		if err := dir.RemoveAll(name); err != nil {
+		take := dir.RemoveAll
+		if e.Kind == "symlink" && fi.IsDir() {
+			// A directory where a symlink to a git dir was (the git dir
+			// moved back in its place) holds the repository: kept.
+			take = func(name string) error { return moveAside(dir, name) }
+		}
+		if err := take(name); err != nil {
 			return true, err
 		}
 		exists = false
