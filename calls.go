@@ -158,7 +158,7 @@ func parseCallName(name string) (procRecord, bool) {
 // stopDeadCall stops the tree of one dead call and removes its record,
 // unless another invocation is at it.
 func stopDeadCall(p string) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openRecord(p)
 	if err != nil {
 		return
 	}

@@ -25,7 +25,6 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"os"
-	"syscall"
 	"time"
 )
 
@@ -139,7 +138,7 @@ type streamRead struct {
 // newest): whatever else is unread is dropped and the read is lossy, as
 // are bytes that a writer overwrote while they were being read.
 func readTaskStream(p string, cursor, limit int64) streamRead {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openRecord(p)
 	if err != nil {
 		return streamRead{next: cursor}
 	}

@@ -258,3 +258,59 @@ func TestMakeBeneath(t *testing.T) {
 		t.Errorf("through their directory: %v", err)
 	}
 }
+
+// TestHostileStateFiles: what another process of the user can put in the
+// state dir (confined commands cannot reach it) neither hangs a call nor
+// is followed: a FIFO as a dead call's record, which every invocation
+// looks at, or as a task's status; a symlink in place of a task's
+// directory. Each call answers, and the symlink's target is untouched.
+func TestHostileStateFiles(t *testing.T) {
+	e := makeTestEnv(t, "")
+	if text := e.call(sessionCall("echo started", "S", e.workspace, `"run_in_background":true`)).text(); text != textStarted("bash-1") {
+		t.Fatalf("start: %q", text)
+	}
+	e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true,"timeout_ms":10000}`, "S"))
+	status := filepath.Join(e.stateDir, "tasks", "bash-1", "status.json")
+	os.Remove(status)
+	if err := unix.Mkfifo(status, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(e.stateDir, "calls"), 0o700)
+	if err := unix.Mkfifo(filepath.Join(e.stateDir, "calls", "999999-12345.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(e.dir, "elsewhere")
+	os.Mkdir(elsewhere, 0o700)
+	os.WriteFile(filepath.Join(elsewhere, "status.json"), []byte("mine\n"), 0o600)
+	if err := os.Symlink(elsewhere, filepath.Join(e.stateDir, "tasks", "bash-7")); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []string{
+		bashReq("echo hello", ""),
+		sessionReq("bash_list", `{}`, "S"),
+		sessionReq("bash_output", `{"task_id":"bash-1"}`, "S"),
+		sessionReq("bash_output", `{"task_id":"bash-7"}`, "S"),
+		sessionReq("bash_kill", `{"task_id":"bash-7"}`, "S"),
+	} {
+		c := e.cmd()
+		c.Stdin = strings.NewReader(req)
+		done := make(chan []byte, 1)
+		go func() { out, _ := c.Output(); done <- out }()
+		select {
+		case out := <-done:
+			if !strings.HasPrefix(string(out), "{") {
+				t.Errorf("%s answered %q", req, out)
+			}
+		case <-time.After(20 * time.Second):
+			c.Process.Kill()
+			<-done
+			t.Errorf("%s hung", req)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(elsewhere, "status.json")); string(b) != "mine\n" {
+		t.Errorf("a file the task dir's symlink leads to was written: %q", b)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 1 {
+		t.Errorf("files were made where the task dir's symlink leads: %v", entries)
+	}
+}

@@ -13,6 +13,7 @@ package main
 
 import (
 	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -134,7 +135,12 @@ func holdBackPartialRune(r *streamRead) {
 // readCursors and writeCursors keep the two stream cursors of a task.
 func readCursors(t *task) [2]int64 {
 	var c [2]int64
-	b, err := os.ReadFile(filepath.Join(t.dir, "cursor"))
+	var b []byte
+	f, err := openRecord(filepath.Join(t.dir, "cursor"))
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(f, 17))
+		f.Close()
+	}
 	if err == nil && len(b) == 16 {
 		c[0] = int64(binary.LittleEndian.Uint64(b[:8]))
 		c[1] = int64(binary.LittleEndian.Uint64(b[8:]))

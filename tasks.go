@@ -12,6 +12,8 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -102,6 +104,14 @@ func (inv *invocation) loadTask(id string) (*task, error) {
 		return nil, os.ErrNotExist
 	}
 	t := &task{id: id, dir: filepath.Join(inv.tasksDir(), id)}
+	// A task's directory, never a symlink in its place (which another
+	// process of the user could put there): its lock and records would be
+	// made and written wherever it leads.
+	if fi, err := os.Lstat(t.dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("the task directory %q is not a directory", t.dir)
+	}
 	err := readJSON(filepath.Join(t.dir, "task.json"), &t.meta)
 	if errors.Is(err, fs.ErrPermission) {
 		// A command changed the modes of bashcall's files: repair, retry.
@@ -116,12 +126,27 @@ func (inv *invocation) loadTask(id string) (*task, error) {
 
 // readJSON decodes a small private file, refusing to follow a link.
 func readJSON(p string, v any) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openRecord(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return json.NewDecoder(f).Decode(v)
+	return json.NewDecoder(io.LimitReader(f, maxRecordBytes)).Decode(v)
+}
+
+// maxRecordBytes bounds what a record of the state dir is read of: the
+// largest bashcall writes holds a request's command (maxRequestBytes).
+const maxRecordBytes = 4 * maxRequestBytes
+
+// openRecord opens a file of the state dir for reading: never through a
+// symlink, never waiting (a FIFO another process of the user put there
+// would hang every call that reads it), and only a regular file.
+func openRecord(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	return keepRegular(f, p)
 }
 
 func writeJSON(p string, v any) error {
@@ -216,7 +241,11 @@ func (inv *invocation) allocateTask(meta *taskMeta) (*task, error) {
 		return nil, err
 	}
 	counter := filepath.Join(inv.stateDir, "next-id")
-	b, _ := os.ReadFile(counter)
+	var b []byte
+	if f, err := openRecord(counter); err == nil {
+		b, _ = io.ReadAll(io.LimitReader(f, 32))
+		f.Close()
+	}
 	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	for n = max(n, 1); ; n++ {
 		id := "bash-" + strconv.FormatInt(n, 10)
