@@ -83,7 +83,7 @@ func (t *task) failStart(reason error) {
 // is gone (the rule of leftovers.go: only what provably belongs to it).
 func (t *task) stopLeftovers() {
 	var sup procRecord
-	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
+	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && t.supervisorLive(&sup) {
 		return
 	}
 	var cmd treeRecord

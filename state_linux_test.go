@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -312,5 +313,49 @@ func TestHostileStateFiles(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(elsewhere); len(entries) != 1 {
 		t.Errorf("files were made where the task dir's symlink leads: %v", entries)
+	}
+}
+
+// TestSupervisorPidReused: a supervisor's record whose pid and start
+// time (ticks of 10 ms) now belong to another process, as when a
+// supervisor dies within a tick of its start and its pid is reused at
+// once, is not taken for the supervisor: bash_kill does not signal that
+// process, which holds no lock on the record.
+func TestSupervisorPidReused(t *testing.T) {
+	e := makeTestEnv(t, "")
+	if text := e.call(sessionCall("sleep 1000", "S", e.workspace, `"run_in_background":true`)).text(); text != textStarted("bash-1") {
+		t.Fatalf("start: %q", text)
+	}
+	other := exec.Command("sleep", "1000")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- other.Wait() }()
+	defer func() {
+		other.Process.Kill()
+		<-exited
+	}()
+	start, err := procStartTime(other.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supPath := filepath.Join(e.stateDir, "tasks", "bash-1", "supervisor.json")
+	var sup procRecord
+	if err := readJSON(supPath, &sup); err != nil || !sup.Locked {
+		t.Fatalf("the supervisor's record: %+v, %v", sup, err)
+	}
+	realSup := sup.PID
+	defer syscall.Kill(realSup, syscall.SIGKILL)
+	sup.PID, sup.Start = other.Process.Pid, start
+	if err := writeJSON(supPath, &sup); err != nil {
+		t.Fatal(err)
+	}
+	e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S"))
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Error("bash_kill signalled the process that took the supervisor's pid")
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -38,6 +38,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -328,6 +329,49 @@ func writeFileAtomic(p string, data []byte) error {
 		return fmt.Errorf("writing %q: %w", p, err)
 	}
 	return nil
+}
+
+// writeLockedRecord writes v to p as writeJSON does, and keeps an
+// exclusive lock on the file for the life of the process (the
+// descriptor is never closed, and not inherited: close-on-exec). The lock
+// is taken before the file has its name, so no reader sees it unlocked.
+func writeLockedRecord(p string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, tmp, err := createPrivate(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("writing %q: %w", p, err)
+	}
+	lockedRecords = append(lockedRecords, f) // held until the process ends
+	return nil
+}
+
+// lockedRecords keeps the files of writeLockedRecord open.
+var lockedRecords []*os.File
+
+// recordLocked reports whether a process holds the lock of a file that
+// writeLockedRecord wrote. Testing it takes a shared lock, so that two
+// tests at once do not see each other's.
+func recordLocked(p string) bool {
+	f, err := openRecord(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
 }
 
 func sessionDir(stateDir, key string) string {

@@ -200,9 +200,9 @@ func answerOnce(w io.Writer) func(msg string) {
 // enlist puts the supervisor on record, keeps the room for the task's
 // final status and reads the task's spec.
 func (t *task) enlist(stdin io.Reader) (*taskSpec, error) {
-	me := procRecord{PID: os.Getpid(), BootID: bootID()}
+	me := procRecord{PID: os.Getpid(), BootID: bootID(), Locked: true}
 	me.Start, _ = procStartTime(me.PID)
-	if err := writeJSON(filepath.Join(t.dir, "supervisor.json"), &me); err != nil {
+	if err := writeLockedRecord(filepath.Join(t.dir, "supervisor.json"), &me); err != nil {
 		return nil, err
 	}
 	if err := t.reserveStatus(); err != nil {

@@ -172,6 +172,13 @@ func descendants(procs map[int]procStat, root int) map[int]uint64 {
 // started at start: the pidfd pins the process, and the start time read
 // after opening it proves it is the one we mean.
 func signalProcess(pid int, start uint64, sig syscall.Signal) error {
+	return signalProcessIf(pid, start, sig, nil)
+}
+
+// signalProcessIf is signalProcess that also asks still (unless nil),
+// once the pidfd is open, whether the process is the one meant: a process
+// that was then is the one the pidfd signals.
+func signalProcessIf(pid int, start uint64, sig syscall.Signal, still func() bool) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return err
@@ -183,6 +190,8 @@ func signalProcess(pid int, start uint64, sig syscall.Signal) error {
 		return unix.ESRCH // gone, or its pid reused
 	case err != nil:
 		return err // /proc could not be read (no descriptor left, say)
+	case still != nil && !still():
+		return unix.ESRCH
 	}
 	return unix.PidfdSendSignal(fd, sig, nil, 0)
 }

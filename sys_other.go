@@ -60,9 +60,15 @@ func procStartTime(int) (uint64, error)                         { return 0, nil 
 func scanProcs() map[int]procStat                               { return map[int]procStat{} }
 func descendants(map[int]procStat, int) map[int]uint64          { return map[int]uint64{} }
 func signalProcess(pid int, _ uint64, sig syscall.Signal) error { return syscall.Kill(pid, sig) }
-func holdsPipe(int, []uint64) bool                              { return false }
-func processAlive(pid int, _ uint64) bool                       { return syscall.Kill(pid, 0) == nil }
-func bootID() string                                            { return "" }
+func signalProcessIf(pid int, _ uint64, sig syscall.Signal, still func() bool) error {
+	if still != nil && !still() {
+		return syscall.ESRCH
+	}
+	return syscall.Kill(pid, sig)
+}
+func holdsPipe(int, []uint64) bool        { return false }
+func processAlive(pid int, _ uint64) bool { return syscall.Kill(pid, 0) == nil }
+func bootID() string                      { return "" }
 
 type watcher struct{}
 

@@ -33,7 +33,7 @@ func (t *task) final() *taskFinal {
 	if err := readJSON(filepath.Join(t.dir, "supervisor.json"), &sup); err != nil {
 		sup = t.meta.Starter // not recorded yet: the task is as alive as its starter
 	}
-	if sup.alive() {
+	if t.supervisorLive(&sup) {
 		return nil
 	}
 	return t.settleOrphan()
@@ -53,7 +53,7 @@ func (t *task) settleOrphan() *taskFinal {
 		return &f
 	}
 	var sup procRecord
-	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && sup.alive() {
+	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) == nil && t.supervisorLive(&sup) {
 		return nil // it recorded itself after all
 	}
 	var cmd treeRecord
@@ -137,7 +137,7 @@ func (t *task) killable() bool {
 	if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) != nil {
 		return t.meta.Starter.alive()
 	}
-	if sup.alive() {
+	if t.supervisorLive(&sup) {
 		return true
 	}
 	return readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil && cmd.anyLeft()
@@ -157,19 +157,22 @@ func (t *task) stop() error {
 	}
 	grace := time.Duration(t.meta.GraceMs) * time.Millisecond
 	var err error
-	if sup.alive() {
-		if err = signalProcess(sup.PID, sup.Start, syscall.SIGTERM); err == nil {
+	if t.supervisorLive(&sup) {
+		// Checked again once the pidfd is open: a pid reused within the
+		// start time's tick holds no lock.
+		still := func() bool { return t.supervisorLive(&sup) }
+		if err = signalProcessIf(sup.PID, sup.Start, syscall.SIGTERM, still); err == nil {
 			if t.waitSettled(grace+5*time.Second, nil) != nil {
 				return nil
 			}
-			err = signalProcess(sup.PID, sup.Start, syscall.SIGKILL)
+			err = signalProcessIf(sup.PID, sup.Start, syscall.SIGKILL, still)
 		}
 	}
 	var cmd treeRecord
 	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
 		cmd.stop()
 	}
-	for deadline := time.Now().Add(time.Second); sup.alive() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Second); t.supervisorLive(&sup) && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if t.final() != nil {
@@ -179,4 +182,14 @@ func (t *task) stop() error {
 		return fmt.Errorf("signalling its supervisor: %w", err)
 	}
 	return nil
+}
+
+// supervisorLive reports whether sup, the task's supervisor on record,
+// still runs: its pid with its start time and, for one that holds it, the
+// lock on its supervisor.json. A start time is counted in ticks of 10 ms,
+// so a supervisor that died within one of starting can have its pid
+// reused by a process with the same start time, which holds no lock: it
+// is neither taken for the task's supervisor nor signalled.
+func (t *task) supervisorLive(sup *procRecord) bool {
+	return sup.alive() && (!sup.Locked || recordLocked(filepath.Join(t.dir, "supervisor.json")))
 }

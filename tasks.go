@@ -58,6 +58,9 @@ type procRecord struct {
 	PID    int    `json:"pid"`
 	Start  uint64 `json:"start"`
 	BootID string `json:"bootId"`
+	// Locked: a supervisor that holds a lock on its supervisor.json for
+	// as long as it lives (supervisorLive).
+	Locked bool `json:"locked,omitempty"`
 }
 
 // alive reports whether the recorded process still runs.
