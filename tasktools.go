@@ -94,7 +94,18 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	} else {
 		err = t.stop()
 	}
-	if t.final() == nil {
+	f := t.final()
+	if f != nil && f.State != stateKilled {
+		// It ended on its own first (the supervisor looked for the
+		// marker before there was one): it was not killed, and its
+		// notice is still due.
+		if consumed {
+			inv.fileUnder(t, "pending")
+		}
+		setText(resp, textAlreadyDone(t.id), nil)
+		return nil
+	}
+	if f == nil {
 		if ours { // the task may yet complete: it was not killed
 			os.Rename(filepath.Join(t.dir, "kill"), filepath.Join(t.dir, "kill.reserve"))
 		}
