@@ -604,7 +604,7 @@ func BenchmarkGitGuard(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			var entries int
 			for i := 0; i < b.N; i++ {
-				g, err := planGitGuard([]string{ws}, nil, nil, full)
+				g, err := planGitGuard([]string{ws}, nil, nil, nil, full)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -352,9 +352,11 @@ func (inv *invocation) planRun(p *callPlan, mode string, a *bashArgs, s *session
 		if err := inv.noteWritten(written, p.sandbox.Writable); err != nil {
 			return fmt.Errorf("listing the paths the call makes writable: %w", err)
 		}
+		p.sandbox.Remembered = inv.rememberedTops(s.ID, p.workspace)
 		if err := p.sandbox.protect(sup.NS); err != nil {
 			return err
 		}
+		inv.rememberTops(s.ID, p.sandbox.Remembered, p.sandbox.Guard.Found)
 	}
 	p.env = commandEnv(inv.environ, &inv.cfg.Env, extraEnv, inv.stateDir, s.ID)
 	p.argv = []string{shell, "-c", a.Command}

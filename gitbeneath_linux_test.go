@@ -331,3 +331,33 @@ func TestGuardLinkUndone(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardSubmoduleForgotten: a command cuts a submodule from
+// .gitmodules and removes its git dir in one call, so that the next
+// call's scan finds nothing leading to the checkout, and then points the
+// checkout's .git at a forged git dir. The checkouts that earlier calls
+// found are remembered (in the session's state), and their .git stays
+// protected.
+func TestGuardSubmoduleForgotten(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			sub, _ := withSubmodule(t, e)
+			gitFile, _ := os.ReadFile(filepath.Join(sub, ".git"))
+			cut := "cp -a .git/modules/sub evil-git && git config -f .gitmodules --remove-section submodule.sub && rm -rf .git/modules/sub; echo cut"
+			t.Logf("cut: %q", e.call(sessionCall(cut, "S", e.workspace, "")).text())
+			forge := fmt.Sprintf(`git config -f evil-git/config --unset core.worktree; git config -f evil-git/config core.fsmonitor "touch %s/fsmonitor; false"
+echo "gitdir: $PWD/evil-git" > sub/.git; git checkout -q .gitmodules; echo forged`, pwned)
+			t.Logf("forge: %q", e.call(sessionCall(forge, "S", e.workspace, "")).text())
+			if b, _ := os.ReadFile(filepath.Join(sub, ".git")); string(b) != string(gitFile) && strings.Contains(string(b), "evil-git") {
+				t.Errorf("sub/.git after the call = %q", b)
+			}
+			gitRun(t, e.workspace, "status")
+			gitRun(t, sub, "status")
+			if planted, _ := os.ReadDir(pwned); len(planted) > 0 {
+				t.Errorf("planted code ran: %v", planted)
+			}
+		})
+	}
+}

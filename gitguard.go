@@ -77,6 +77,9 @@ type gitGuard struct {
 	Pins []string `json:"pins,omitempty"`
 	// Modes are control paths' modes, put back after the call (snapshot).
 	Modes []modeEntry `json:"modes,omitempty"`
+	// Found are the submodule checkouts of the call's workspace, for the
+	// next calls (rememberedTops).
+	Found []string `json:"-"`
 }
 
 // readOnly lists the existing protected paths, for the launcher to bind.
@@ -90,82 +93,6 @@ func (g *gitGuard) readOnly() []string {
 	return out
 }
 
-// guardBudget is what the protection of one top may take: of a writable
-// directory, or of another session's workspace, with the submodules each
-// names.
-type guardBudget struct {
-	dir                string
-	own                bool // the call's workspace
-	tops, entries      int
-	bytes              int
-	steps              int // left for resolving submodule paths (resolveWithin)
-	spent, warnedSpent bool
-	reach              *guardBudget // the workspace's, for what it reaches outside itself (outside)
-	pathBytes          int          // of the paths it passes the launcher (overPath)
-	callBytes          *int         // the same, of every budget but the workspace's
-}
-
-// overPath counts path p, which the launcher gets on its command line,
-// against the budget's bytes of paths and, but for the call's workspace
-// (which is scanned first), the call's: however many places a command
-// fills, with paths however long, the launcher's arguments stay far
-// below the kernel's limit, which would fail every confined call.
-func (b *guardBudget) overPath(p string) bool {
-	b.pathBytes += len(p) + 1
-	if !b.own && b.callBytes != nil {
-		*b.callBytes += len(p) + 1
-		if *b.callBytes > maxCallPathBytes {
-			return true
-		}
-	}
-	return b.pathBytes > maxGuardPathBytes
-}
-
-// outside is the budget for what the call's workspace reaches outside
-// itself (its git dir in /tmp, as a worktree of a repository there; a
-// submodule linked there): those lie in a directory every session's
-// command can fill, so they are protected as far as a budget goes (what
-// the workspace's own .git names first), and never refuse the call.
-// Another top's budget is its own.
-func (b *guardBudget) outside(p string) *guardBudget {
-	if !b.own || within(p, b.dir) {
-		return b
-	}
-	if b.reach == nil {
-		b.reach = &guardBudget{dir: b.dir, bytes: maxGuardBytes, steps: maxResolveSteps, callBytes: b.callBytes}
-	}
-	return b.reach
-}
-
-// over counts one more against n, and reports whether the budget is spent.
-func (b *guardBudget) over(n *int) bool {
-	*n++
-	return b.spent || *n > maxGuardEntries
-}
-
-// spend notes that the budget is spent. That refuses the call when it is
-// the call's workspace's. Another top (/tmp, a writable root, another
-// session's workspace), which any session's command can fill, is
-// protected as far as its budget went and no further, with a word on
-// stderr: filling one must not refuse every other session's calls, nor
-// leave the rest unprotected.
-func (b *guardBudget) spend() error {
-	if b.own {
-		return fmt.Errorf("too many protected git files under %q", b.dir)
-	}
-	b.spent = true
-	b.warn()
-	return nil
-}
-
-// warn says once on stderr that not all of the top's git files are protected.
-func (b *guardBudget) warn() {
-	if !b.warnedSpent {
-		b.warnedSpent = true
-		warnf("bashcall: the git files under %q are more than a call protects; only the first are protected", b.dir)
-	}
-}
-
 // planGitGuard records the protected paths of every repository whose git
 // dir lies in one of writable (the first is the call's workspace): at the
 // top of each writable directory, of each of others (other sessions'
@@ -173,7 +100,7 @@ func (b *guardBudget) warn() {
 // of the submodules .gitmodules names in those. full records contents for
 // a restore (the snapshot mechanism), and the modes of controls and their
 // ancestors; without it only what exists is noted.
-func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, error) {
+func planGitGuard(writable, others, remembered, controls []string, full bool) (*gitGuard, error) {
 	g := &gitGuard{}
 	// done holds the tops scanned and the paths recorded, never what a
 	// spent budget skipped: another top's budget can still pay for those.
@@ -219,6 +146,15 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 		}
 		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: d == own, bytes: maxGuardBytes, steps: steps, callBytes: &callBytes}})
 	}
+	// The workspace's submodule checkouts that earlier calls found, if
+	// its .gitmodules no longer names them (rememberedTops).
+	wasFound := map[string]bool{}
+	for _, r := range remembered {
+		if own != "" && within(r, own) && r != own {
+			wasFound[r] = true
+			tops = append(tops, scanTop{r, tops[0].budget})
+		}
+	}
 	isOther := map[string]bool{}
 	for _, d := range others {
 		isOther[d] = true
@@ -240,11 +176,16 @@ func planGitGuard(writable, others, controls []string, full bool) (*gitGuard, er
 		done["top:"+top] = true
 		dotGit := filepath.Join(top, ".git")
 		gitDirs := gitDirsOf(top)
-		if fi, err := os.Lstat(dotGit); err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
+		fi, err := os.Lstat(dotGit)
+		if err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) || wasFound[top] && errors.Is(err, fs.ErrNotExist) {
 			// A .git file or symlink is protected whatever it names (a
 			// symlink is put back after the call), so that it cannot be
-			// pointed at a forged git dir.
+			// pointed at a forged git dir; so is the .git, even absent, of
+			// a checkout found before.
 			gitDirs = append([]string{""}, gitDirs...)
+		}
+		if b.own && top != own && !(wasFound[top] && errors.Is(err, fs.ErrNotExist) && !exists(top)) {
+			g.Found = append(g.Found, top)
 		}
 		if p := pointedAt(top); p != "" {
 			gitDirs = append(gitDirs, "weak:"+p)

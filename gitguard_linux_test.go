@@ -249,7 +249,7 @@ func TestGitGuardRestore(t *testing.T) {
 	os.MkdirAll(filepath.Join(g, "hooks"), 0o755)
 	os.WriteFile(filepath.Join(g, "config"), []byte("[core]\n"), 0o644)
 	os.WriteFile(filepath.Join(g, "hooks", "pre-commit.sample"), []byte("#!/bin/sh\n"), 0o755)
-	guard, err := planGitGuard([]string{ws}, nil, nil, true)
+	guard, err := planGitGuard([]string{ws}, nil, nil, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -341,4 +342,48 @@ func readRegular(f *os.File, limit int) ([]byte, error) {
 		err = fmt.Errorf("%q: %w", f.Name(), errTooLarge)
 	}
 	return b, err
+}
+
+// rememberedTops are the submodule checkouts of workspace that the
+// session's earlier calls found (in .gitmodules, or from core.worktree):
+// a command that cut one from .gitmodules and removed its git dir in one
+// call would otherwise have its .git file unprotected in the next, and
+// point it at a forged git dir. A checkout is remembered as long as its
+// directory exists; its .git, even absent, is protected meanwhile.
+func (inv *invocation) rememberedTops(sessionID, workspace string) []string {
+	f, err := openRecord(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "submodules"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxRecordBytes))
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if filepath.IsAbs(l) && within(l, workspace) && len(out) < maxSubmodules {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// rememberTops records found as the workspace's submodule checkouts, if
+// they differ from those remembered.
+func (inv *invocation) rememberTops(sessionID string, remembered, found []string) {
+	found = slices.Compact(slices.Sorted(slices.Values(found)))
+	if len(found) > maxSubmodules {
+		found = found[:maxSubmodules]
+	}
+	if slices.Equal(found, slices.Sorted(slices.Values(remembered))) {
+		return
+	}
+	dir, err := inv.ensureSessionDir(ownerKey(sessionID))
+	if err != nil {
+		return
+	}
+	p := filepath.Join(dir, "submodules")
+	if len(found) == 0 {
+		os.Remove(p)
+		return
+	}
+	writeFileAtomic(p, []byte(strings.Join(found, "\n")+"\n"))
 }

@@ -31,6 +31,9 @@ type sandboxPlan struct {
 	// snapshot mechanism puts back, other sessions' workspaces.
 	Controls []string `json:",omitempty"`
 	Others   []string `json:",omitempty"`
+	// Remembered are the workspace's submodule checkouts that earlier
+	// calls found (rememberedTops).
+	Remembered []string `json:",omitempty"`
 }
 
 // confined reports whether the plan runs the command through the launcher.
@@ -72,7 +75,7 @@ func (p *sandboxPlan) protect(ns nsKind) error {
 		return nil
 	}
 	p.NS = ns
-	g, err := planGitGuard(p.Dirs, p.Others, p.Controls, ns == nsNone)
+	g, err := planGitGuard(p.Dirs, p.Others, p.Remembered, p.Controls, ns == nsNone)
 	if err != nil {
 		return toolErrorf("refusing to run under %s: %v", p.Mode, err)
 	}

@@ -23,6 +23,7 @@ package main
 //	sessions/<key>/pending/bash-N a completion notice not yet delivered
 //	sessions/<key>/mode           a standing sandbox mode
 //	sessions/<key>/workspaces/    the session's pinned workspace (workspaces.go)
+//	sessions/<key>/submodules     its workspace's submodule checkouts (rememberedTops)
 //	workspaces                    every pinned workspace, a JSON string a
 //	                              line, oldest first (workspaces.go)
 //	workspaces.lock               taken to add to it, or to build it
