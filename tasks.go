@@ -107,19 +107,22 @@ func (inv *invocation) loadTask(id string) (*task, error) {
 		return nil, os.ErrNotExist
 	}
 	t := &task{id: id, dir: filepath.Join(inv.tasksDir(), id)}
-	// A task's directory, never a symlink in its place (which another
-	// process of the user could put there): its lock and records would be
-	// made and written wherever it leads.
-	if fi, err := os.Lstat(t.dir); err != nil {
-		return nil, err
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("the task directory %q is not a directory", t.dir)
+	read := func() error {
+		// A task's directory, never a symlink in its place (which another
+		// process of the user could put there): its lock and records
+		// would be made and written wherever it leads.
+		if fi, err := os.Lstat(t.dir); err != nil {
+			return err
+		} else if !fi.IsDir() {
+			return fmt.Errorf("the task directory %q is not a directory", t.dir)
+		}
+		return readJSON(filepath.Join(t.dir, "task.json"), &t.meta)
 	}
-	err := readJSON(filepath.Join(t.dir, "task.json"), &t.meta)
+	err := read()
 	if errors.Is(err, fs.ErrPermission) {
 		// A command changed the modes of bashcall's files: repair, retry.
 		repairTree(inv.tasksDir())
-		err = readJSON(filepath.Join(t.dir, "task.json"), &t.meta)
+		err = read()
 	}
 	if err != nil {
 		return nil, err
