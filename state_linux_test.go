@@ -266,7 +266,7 @@ func TestMakeBeneath(t *testing.T) {
 // looks at, or as a task's status; a symlink in place of a task's
 // directory. Each call answers, and the symlink's target is untouched.
 func TestHostileStateFiles(t *testing.T) {
-	e := makeTestEnv(t, "")
+	e := makeTestEnv(t, unconfined(t, "")) // the state dir, not the sandbox
 	if text := e.call(sessionCall("echo started", "S", e.workspace, `"run_in_background":true`)).text(); text != textStarted("bash-1") {
 		t.Fatalf("start: %q", text)
 	}
@@ -322,7 +322,7 @@ func TestHostileStateFiles(t *testing.T) {
 // once, is not taken for the supervisor: bash_kill does not signal that
 // process, which holds no lock on the record.
 func TestSupervisorPidReused(t *testing.T) {
-	e := makeTestEnv(t, "")
+	e := makeTestEnv(t, unconfined(t, "")) // the state dir, not the sandbox
 	if text := e.call(sessionCall("sleep 1000", "S", e.workspace, `"run_in_background":true`)).text(); text != textStarted("bash-1") {
 		t.Fatalf("start: %q", text)
 	}
