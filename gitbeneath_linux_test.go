@@ -126,13 +126,7 @@ func TestGuardLinkToGitDir(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			e, pwned := plantEnv(t, m.env)
 			sub, modDir := withSubmodule(t, e)
-			moved := filepath.Join(e.workspace, "moved-sub-git")
-			if err := os.Rename(modDir, moved); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink("../../moved-sub-git", modDir); err != nil {
-				t.Fatal(err)
-			}
+			linkGitDir(t, e, modDir)
 			plant := fmt.Sprintf(`rm .git/modules/sub && cp -a moved-sub-git .git/modules/sub
 printf '[core]\n\tfsmonitor = "touch %[1]s/fsmonitor; false"\n' >> .git/modules/sub/config
 echo forged`, pwned)
@@ -142,6 +136,18 @@ echo forged`, pwned)
 			}
 			checkNothingRan(t, sub, pwned)
 		})
+	}
+}
+
+// linkGitDir moves a submodule's git dir to moved-sub-git at the top of
+// the workspace and links it from where it was.
+func linkGitDir(t *testing.T, e *testEnv, modDir string) {
+	t.Helper()
+	if err := os.Rename(modDir, filepath.Join(e.workspace, "moved-sub-git")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../moved-sub-git", modDir); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -316,13 +322,7 @@ func TestGuardLinkUndone(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			e, _ := plantEnv(t, m.env)
 			_, modDir := withSubmodule(t, e)
-			moved := filepath.Join(e.workspace, "moved-sub-git")
-			if err := os.Rename(modDir, moved); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink("../../moved-sub-git", modDir); err != nil {
-				t.Fatal(err)
-			}
+			linkGitDir(t, e, modDir)
 			t.Logf("call: %q", e.call(bashReq("rm .git/modules/sub && mv moved-sub-git .git/modules/sub && echo undone", "")).text())
 			kept, _ := filepath.Glob(modDir + ".bashcall-moved-*")
 			if len(kept) != 1 || !isGitDir(kept[0]) {
