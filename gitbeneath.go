@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // errNotDirOnWay is a symlink, or another file, where a directory was.
@@ -65,17 +66,25 @@ type beneath struct {
 // openBeneath opens the directory holding rel inside r. A directory on
 // the way that is gone is fs.ErrNotExist. With repair (the restore), a
 // symlink or file where a directory was is replaced by an empty
-// directory, into which the restore then puts what it recorded there;
-// without it (the snapshot) it is an error.
+// directory, into which the restore then puts what it recorded there,
+// and each directory on the way gets its owner's rwx back (ownerRWX);
+// without it (the snapshot) a symlink on the way is an error. On an error
+// the returned beneath holds no directory, but what was fixed on the way.
 func openBeneath(r *os.Root, rel string, repair bool) (*beneath, error) {
 	parent, name := filepath.Split(rel)
 	b := &beneath{dir: r, name: name}
+	if repair {
+		ownerRWX(r, ".")
+	}
 	walked := ""
 	for _, c := range strings.Split(strings.Trim(parent, "/"), "/") {
 		if c == "" {
 			continue
 		}
 		walked = filepath.Join(walked, c)
+		if repair {
+			ownerRWX(b.dir, c)
+		}
 		next, err := subdir(b.dir, c)
 		if errors.Is(err, errNotDirOnWay) && repair {
 			// Moved aside, not removed: what is there may be the user's.
@@ -89,12 +98,37 @@ func openBeneath(r *os.Root, rel string, repair bool) (*beneath, error) {
 		}
 		if err != nil {
 			b.close()
-			return nil, err
+			b.dir, b.own = nil, false
+			return b, err
 		}
 		b.close()
 		b.dir, b.own = next, true
 	}
 	return b, nil
+}
+
+// ownerRWX gives directory name of dir, where this user owns it, its
+// owner's rwx back if a command took them away (Landlock does not govern
+// chmod): the restore writes there, and a git dir made 555 after
+// planting in it would otherwise keep what was planted.
+func ownerRWX(dir *os.Root, name string) {
+	fi, err := dir.Lstat(name)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o700 == 0o700 {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() {
+		dir.Chmod(name, fi.Mode().Perm()|0o700)
+	}
+}
+
+// takeAway removes name from dir: a directory is moved aside (its
+// contents may be the user's, or made undeletable, 555), anything else
+// removed.
+func takeAway(dir *os.Root, name string, fi fs.FileInfo) error {
+	if fi.IsDir() {
+		return moveAside(dir, name)
+	}
+	return dir.Remove(name)
 }
 
 // moveAside renames name in dir to a new name beside it, NAME.bashcall-
@@ -107,7 +141,7 @@ func moveAside(dir *os.Root, name string) error {
 
 // close closes the directory, unless it is the root itself.
 func (b *beneath) close() {
-	if b.own {
+	if b.own && b.dir != nil {
 		b.dir.Close()
 	}
 }

@@ -361,3 +361,95 @@ echo "gitdir: $PWD/evil-git" > sub/.git; git checkout -q .gitmodules; echo forge
 		})
 	}
 }
+
+// TestGuardChmodded: an unprivileged command that plants and then takes
+// the owner's write bit off the git dir (chmod 555, which Landlock does
+// not govern) does not keep what it planted: the restore gives the
+// directories on its way their owner's rwx back. With a namespace, a
+// forged .git directory of mode 555 in place of a submodule's .git file
+// (after renaming the checkout's directory away) is moved aside.
+func TestGuardChmodded(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name+"/gitdir", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			os.Chmod(pwned, 0o777)
+			e.asNobody()
+			plant := fmt.Sprintf(`cp -a .git evil && git --git-dir=evil config core.fsmonitor "touch %[1]s/commondir; false" && echo "$PWD/evil" > .git/commondir
+git config core.fsmonitor "touch %[1]s/config; false" 2>/dev/null
+chmod 555 .git; echo done`, pwned)
+			t.Logf("call: %q", e.call(bashReq(plant, "")).text())
+			checkNothingRanAs(t, e.workspace, pwned)
+		})
+		t.Run(m.name+"/checkout", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			withSubmodule(t, e)
+			e.asNobody()
+			plant := fmt.Sprintf(`mv sub sub2 && mkdir sub && cp -a .git/modules/sub sub/.git && git config -f sub/.git/config --unset core.worktree
+git config -f sub/.git/config core.fsmonitor "touch %s/sub; false"; chmod 555 sub/.git; echo done`, pwned)
+			t.Logf("call: %q", e.call(bashReq(plant, "")).text())
+			checkNothingRanAs(t, e.workspace, pwned)
+		})
+	}
+}
+
+// TestGuardGitDirMovedAway: with snapshots, a repository's own git dir
+// (its .git directory, or where a .git symlink leads) moved away in one
+// call is made again with its recorded files, so that moving it back
+// with a planted config in the next call plants nothing.
+func TestGuardGitDirMovedAway(t *testing.T) {
+	requireABI(t, 1)
+	snapshot := mechanisms[1].env
+	for _, linked := range []bool{false, true} {
+		t.Run(fmt.Sprint("linked=", linked), func(t *testing.T) {
+			e, pwned := plantEnv(t, snapshot)
+			newRepo(t, e.workspace)
+			gitDir := ".git"
+			if linked {
+				os.Rename(filepath.Join(e.workspace, ".git"), filepath.Join(e.workspace, "repo.git"))
+				os.Symlink("repo.git", filepath.Join(e.workspace, ".git"))
+				gitDir = "repo.git"
+			}
+			t.Logf("away: %q", e.call(bashReq("mv "+gitDir+" kept && echo away", "")).text())
+			back := fmt.Sprintf(`git --git-dir=kept config core.fsmonitor "touch %s/fsmonitor; false" && rm -rf %s && mv kept %s && echo back`, pwned, gitDir, gitDir)
+			t.Logf("back: %q", e.call(bashReq(back, "")).text())
+			checkNothingRanAs(t, e.workspace, pwned)
+		})
+	}
+}
+
+// TestGuardOwnWorktreePadded: a workspace that is a linked worktree of a
+// repository in a shared directory, whose command fills its own worktree
+// git dir with directories (to spend the budget that never refuses),
+// still has the main repository's config protected: every git dir's own
+// files are recorded before any worktrees or modules are listed.
+func TestGuardOwnWorktreePadded(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, shared := sharedRootEnv(t, m.env)
+			main := filepath.Join(shared, "main")
+			newRepo(t, main)
+			wsA := filepath.Join(e.dir, "wsA")
+			gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+			pad := fmt.Sprintf(`g=$(git rev-parse --git-dir); for i in $(seq %d); do mkdir -p "$g/worktrees/w$i"; done; echo padded`, maxGuardEntries/3+1)
+			t.Logf("pad: %q", e.call(sessionCall(pad, "A", wsA, "")).text())
+			e.call(sessionCall("git config core.fsmonitor 'touch /nowhere'; echo planted > "+main+"/.git/hooks/pre-commit; true", "A", wsA, ""))
+			checkUnplanted(t, filepath.Join(main, ".git", "hooks", "pre-commit"), main)
+		})
+	}
+}
+
+// checkNothingRanAs is checkNothingRan for a repository another user
+// owns (git's safe.directory): git runs as the person would, and nothing
+// planted may run.
+func checkNothingRanAs(t *testing.T, repo, pwned string) {
+	t.Helper()
+	for _, args := range [][]string{{"status"}, {"diff"}, {"log", "-1"}} {
+		gitRun(t, repo, append([]string{"-c", "safe.directory=*"}, args...)...)
+	}
+	if planted, _ := os.ReadDir(pwned); len(planted) > 0 {
+		t.Errorf("planted code ran: %v", planted)
+	}
+}

@@ -56,6 +56,11 @@ type guardEntry struct {
 	// Shallow marks a git dir itself: restored only to be a directory
 	// again (a command could swap it for a .git file pointing elsewhere).
 	Shallow bool `json:"shallow,omitempty"`
+	// Remake: a repository's own git dir (its .git directory, or where a
+	// .git symlink leads), made again if it is gone, for its recorded
+	// files: moved away in one call, it could come back planted in the
+	// next, and nothing else points at it.
+	Remake bool `json:"remake,omitempty"`
 }
 
 // modeEntry is the mode of a control path (or an ancestor of one) that
@@ -177,6 +182,9 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		dotGit := filepath.Join(top, ".git")
 		gitDirs := gitDirsOf(top)
 		fi, err := os.Lstat(dotGit)
+		// The top's own git dir: its .git, or where a .git symlink leads
+		// (a .git file's is pointed at by that file, and protected by it).
+		ownGitDir := err == nil && !fi.Mode().IsRegular()
 		if err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) || wasFound[top] && errors.Is(err, fs.ErrNotExist) {
 			// A .git file or symlink is protected whatever it names (a
 			// symlink is put back after the call), so that it cannot be
@@ -190,80 +198,103 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		if p := pointedAt(top); p != "" {
 			gitDirs = append(gitDirs, "weak:"+p)
 		}
-		for _, gitDir := range gitDirs {
-			weakDir, weak := strings.CutPrefix(gitDir, "weak:")
-			if gitDir != "" && elsewhere(weakDir, b.dir) {
-				continue
-			}
-			gb := b.outside(weakDir) // "" is the .git in top
-			var paths []string
-			complete := true
-			switch {
-			case gitDir == "":
-				paths = append(append(paths, dotGit), pointerLinks(top)...)
-			case weak: // not a git dir (yet): its files as they are, no hooks/ made
-				for _, n := range []string{"config", "config.worktree", "commondir", "hooks"} {
-					paths = append(paths, "weak:"+filepath.Join(weakDir, n))
-				}
-			default:
-				if full {
-					paths = append(paths, "shallow:"+gitDir)
-				}
-				var more []string
-				more, complete = protectedGitPaths(gitDir)
-				paths = append(paths, more...)
-			}
-			for _, p := range paths {
-				shallow := strings.HasPrefix(p, "shallow:")
-				p = strings.TrimPrefix(p, "shallow:")
-				p, weakPath := strings.CutPrefix(p, "weak:")
-				key := fmt.Sprint(shallow, p)
-				proot := containing(p, writable)
-				if proot == "" || done[key] || elsewhere(p, b.dir) { // a core.worktree can name any place
+		// Two rounds: first the files of every git dir the top names
+		// (config, hooks, ...: of a worktree's own git dir and of its
+		// common dir), then their worktrees and modules, which a command
+		// can fill to spend a budget that does not refuse.
+		listed := map[string][]string{}
+		incomplete := map[string]bool{}
+		for round := 0; round < 2; round++ {
+			for _, gitDir := range gitDirs {
+				weakDir, weak := strings.CutPrefix(gitDir, "weak:")
+				if gitDir != "" && elsewhere(weakDir, b.dir) {
 					continue
 				}
-				pb := b.outside(p)
-				if pb.over(&pb.entries) || pb.overPath(p) {
-					if err := pb.spend(); err != nil {
+				gb := b.outside(weakDir) // "" is the .git in top
+				var paths []string
+				complete := true
+				switch {
+				case gitDir == "":
+					paths = append(append(paths, dotGit), pointerLinks(top)...)
+				case weak: // not a git dir (yet): its files as they are, no hooks/ made
+					for _, n := range gitDirFiles {
+						paths = append(paths, "weak:"+filepath.Join(weakDir, n))
+					}
+				default:
+					more, ok := listed[gitDir]
+					if !ok {
+						more, complete = protectedGitPaths(gitDir)
+						listed[gitDir], incomplete[gitDir] = more, !complete
+					}
+					complete = !incomplete[gitDir]
+					head := min(len(more), len(gitDirFiles))
+					if round == 0 {
+						if full {
+							paths = append(paths, "shallow:"+gitDir)
+						}
+						paths = append(paths, more[:head]...)
+					} else {
+						paths = append(paths, more[head:]...)
+					}
+				}
+				if round == 1 && (gitDir == "" || weak) {
+					continue
+				}
+				for _, p := range paths {
+					shallow := strings.HasPrefix(p, "shallow:")
+					p = strings.TrimPrefix(p, "shallow:")
+					p, weakPath := strings.CutPrefix(p, "weak:")
+					key := fmt.Sprint(shallow, p)
+					proot := containing(p, writable)
+					if proot == "" || done[key] || elsewhere(p, b.dir) { // a core.worktree can name any place
+						continue
+					}
+					pb := b.outside(p)
+					if pb.over(&pb.entries) || pb.overPath(p) {
+						if err := pb.spend(); err != nil {
+							return nil, err
+						}
+						continue
+					}
+					var err error
+					if shallow {
+						err = g.recordShallow(proot, p, ownGitDir)
+					} else {
+						err = g.record(proot, p, full, !weakPath, pb)
+					}
+					switch {
+					case errors.Is(err, errGuardFull):
+						err = pb.spend()
+					case err == nil:
+						done[key] = true
+						if gitDir != "" && !weak && within(p, gitDir) {
+							// The directories on the way to it (worktrees/<name>,
+							// modules/...) and to its git dir.
+							err = g.pinUp(filepath.Dir(p), proot, pb, done)
+						}
+					case !pb.own:
+						// A path of another place that cannot be read (any
+						// session's command can chmod /tmp/.git 000) must not
+						// refuse every session's calls.
+						warnf("bashcall: cannot protect %q: %v", p, err)
+						err = nil
+					}
+					if err != nil {
 						return nil, err
 					}
+				}
+				if round == 0 {
 					continue
 				}
-				var err error
-				if shallow {
-					err = g.recordShallow(proot, p)
-				} else {
-					err = g.record(proot, p, full, !weakPath, pb)
-				}
-				switch {
-				case errors.Is(err, errGuardFull):
-					err = pb.spend()
-				case err == nil:
-					done[key] = true
-					if gitDir != "" && !weak && within(p, gitDir) {
-						// The directories on the way to it (worktrees/<name>,
-						// modules/...) and to its git dir.
-						err = g.pinUp(filepath.Dir(p), proot, pb, done)
+				if !complete { // more than a budget: what was listed is protected, and no more
+					if err := gb.spend(); err != nil {
+						return nil, err
 					}
-				case !pb.own:
-					// A path of another place that cannot be read (any
-					// session's command can chmod /tmp/.git 000) must not
-					// refuse every session's calls.
-					warnf("bashcall: cannot protect %q: %v", p, err)
-					err = nil
 				}
-				if err != nil {
-					return nil, err
-				}
-			}
-			if !complete { // more than a budget: what was listed is protected, and no more
-				if err := gb.spend(); err != nil {
-					return nil, err
-				}
-			}
-			if root := containing(gitDir, writable); gitDir != "" && !weak && root != "" {
-				if err := g.pinUp(gitDir, root, gb, done); err != nil {
-					return nil, err
+				if root := containing(gitDir, writable); gitDir != "" && !weak && root != "" {
+					if err := g.pinUp(gitDir, root, gb, done); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
@@ -307,13 +338,13 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 
 // recordShallow notes that git dir p is a directory, so that a swap for
 // a .git file is undone.
-func (g *gitGuard) recordShallow(root, p string) error {
+func (g *gitGuard) recordShallow(root, p string, remake bool) error {
 	fi, err := os.Lstat(p)
 	if err != nil || !fi.IsDir() {
 		return nil
 	}
 	rel, _ := filepath.Rel(root, p)
-	g.Entries = append(g.Entries, guardEntry{Root: root, Rel: rel, Kind: "dir", Mode: fi.Mode(), Full: true, Shallow: true})
+	g.Entries = append(g.Entries, guardEntry{Root: root, Rel: rel, Kind: "dir", Mode: fi.Mode(), Full: true, Shallow: true, Remake: remake})
 	return nil
 }
 

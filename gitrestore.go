@@ -80,10 +80,10 @@ func (e *guardEntry) restoreIn(r *os.Root) (changed bool, err error) {
 	}
 	at, err := openBeneath(r, e.Rel, true)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return len(at.fixed) > 0, nil
 	}
 	if err != nil {
-		return false, err
+		return len(at.fixed) > 0, err
 	}
 	defer at.close()
 	changed, err = e.restoreAt(at.dir, at.name)
@@ -101,17 +101,22 @@ func (e *guardEntry) restoreAt(dir *os.Root, name string) (changed bool, err err
 		if !exists {
 			return false, nil
 		}
-		return true, dir.RemoveAll(name)
+		return true, takeAway(dir, name, fi)
 	}
 	if e.Shallow {
 		// A git dir swapped for a .git file (pointing elsewhere) is made
-		// a directory again; one that is gone stays gone: an empty
-		// directory there would only keep git from making it again.
-		if !exists || fi.IsDir() {
+		// a directory again. A submodule's that is gone stays gone (an
+		// empty directory there would only keep git from making it
+		// again; the .git file pointing there keeps it protected), but a
+		// repository's own .git is made again, for its recorded files:
+		// moved away in one call, it would come back planted in the next.
+		switch {
+		case exists && fi.IsDir(), !exists && !e.Remake:
 			return false, nil
-		}
-		if err := dir.RemoveAll(name); err != nil {
-			return true, err
+		case exists:
+			if err := takeAway(dir, name, fi); err != nil {
+				return true, err
+			}
 		}
 		return true, dir.Mkdir(name, e.Mode.Perm())
 	}
@@ -119,13 +124,9 @@ func (e *guardEntry) restoreAt(dir *os.Root, name string) (changed bool, err err
 		return false, nil
 	}
 	if exists && (fileKind(fi) != e.Kind || e.Kind == "symlink") {
-		take := dir.RemoveAll
-		if e.Kind == "symlink" && fi.IsDir() {
-			// A directory where a symlink to a git dir was (the git dir
-			// moved back in its place) holds the repository: kept.
-			take = func(name string) error { return moveAside(dir, name) }
-		}
-		if err := take(name); err != nil {
+		// A directory there (a git dir moved back where a symlink to it
+		// was, a forged .git dir where the .git file was) is moved aside.
+		if err := takeAway(dir, name, fi); err != nil {
 			return true, err
 		}
 		exists = false

@@ -209,6 +209,10 @@ func readPointer(p, prefix string) (string, bool) {
 	return line, true
 }
 
+// gitDirFiles are what a git dir protects of its own, first in its list
+// (protectedGitPaths).
+var gitDirFiles = []string{"config", "config.worktree", "commondir", "hooks"}
+
 // protectedGitPaths lists what git dir g protects, with the git dirs of
 // its linked worktrees and (recursively) its submodules; complete is
 // false where a directory held more entries than a budget, or the list
@@ -233,7 +237,7 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 	var walk func(dir string, depth int)
 	var walkModules func(modules string, depth int)
 	walk = func(dir string, depth int) {
-		for _, name := range []string{"config", "config.worktree", "commondir", "hooks"} {
+		for _, name := range gitDirFiles {
 			paths = append(paths, filepath.Join(dir, name))
 		}
 		if wt := coreWorktree(dir); wt != "" {
