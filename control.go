@@ -77,10 +77,16 @@ func launchPaths(name, path string) []string {
 	var dirs []string
 	for _, dir := range filepath.SplitList(path) {
 		if !filepath.IsAbs(dir) {
-			continue // the host's working directory, unknown here
+			// "" and relative entries are the host's working directory,
+			// which is bashcall's.
+			wd, err := os.Getwd()
+			if err != nil {
+				continue
+			}
+			dir = filepath.Join(wd, dir)
 		}
 		p := filepath.Join(dir, name)
-		dirs = append(dirs, canonicalPrefix(dir))
+		dirs = append(append(dirs, canonicalPrefix(dir)), linksOnWay(dir)...)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return append(dirs, linksOnWay(p)...)
 		}

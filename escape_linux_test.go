@@ -596,6 +596,26 @@ func TestExecutableThroughLink(t *testing.T) {
 			t.Errorf("a call of a bashcall found on PATH after a directory in the workspace = %q", r.text())
 		}
 	})
+	t.Run("PATH entry through a link", func(t *testing.T) {
+		c := e.cmd()
+		c.Path, c.Args[0] = filepath.Join(real, "bashcall-test"), "bashcall-test"
+		c.Env = append(c.Env, "PATH="+filepath.Join(tools, "bin")+":"+real+":"+os.Getenv("PATH"))
+		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
+		out, _ := c.Output()
+		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), tools) {
+			t.Errorf("a call of a bashcall found on PATH after an entry through a link in the workspace = %q", r.text())
+		}
+	})
+	t.Run("PATH entry relative", func(t *testing.T) {
+		c := e.cmd()
+		c.Path, c.Args[0] = filepath.Join(real, "bashcall-test"), "bashcall-test"
+		c.Env = append(c.Env, "PATH=:"+real+":"+os.Getenv("PATH"))
+		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
+		out, _ := c.Output()
+		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), refused) {
+			t.Errorf("a call of a bashcall found on PATH after an empty entry, run in the workspace = %q", r.text())
+		}
+	})
 	t.Run("mcp", func(t *testing.T) {
 		c := e.startMCPVia(filepath.Join(tools, "bashcall-test"), "-workspace", e.workspace)
 		c.initialize(`{}`)
