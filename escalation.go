@@ -101,7 +101,12 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 // standingMode is the session's stored mode, else the configured default.
 func (inv *invocation) standingMode(sessionID string) string {
 	if sessionID != "" {
-		b, err := os.ReadFile(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "mode"))
+		var b []byte
+		f, err := openRecord(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "mode"))
+		if err == nil {
+			b, err = io.ReadAll(io.LimitReader(f, 64))
+			f.Close()
+		}
 		if m := strings.TrimSpace(string(b)); err == nil && validMode(m) {
 			return m
 		}

@@ -263,7 +263,8 @@ func TestMakeBeneath(t *testing.T) {
 // TestHostileStateFiles: what another process of the user can put in the
 // state dir (confined commands cannot reach it) neither hangs a call nor
 // is followed: a FIFO as a dead call's record, which every invocation
-// looks at, or as a task's status; a symlink in place of a task's
+// looks at, as a task's status or cursor, or as a session's standing
+// mode; a symlink in place of a task's
 // directory. Each call answers, and the symlink's target is untouched.
 func TestHostileStateFiles(t *testing.T) {
 	e := makeTestEnv(t, unconfined(t, "")) // the state dir, not the sandbox
@@ -275,6 +276,14 @@ func TestHostileStateFiles(t *testing.T) {
 	os.Remove(status)
 	if err := unix.Mkfifo(status, 0o600); err != nil {
 		t.Fatal(err)
+	}
+	cursor := filepath.Join(e.stateDir, "tasks", "bash-1", "cursor")
+	os.Remove(cursor)
+	mode := filepath.Join(sessionDir(e.stateDir, ownerKey("S")), "mode")
+	for _, p := range []string{cursor, mode} {
+		if err := unix.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	os.MkdirAll(filepath.Join(e.stateDir, "calls"), 0o700)
 	if err := unix.Mkfifo(filepath.Join(e.stateDir, "calls", "999999-12345.json"), 0o600); err != nil {
@@ -288,6 +297,7 @@ func TestHostileStateFiles(t *testing.T) {
 	}
 	for _, req := range []string{
 		bashReq("echo hello", ""),
+		sessionCall("echo hello", "S", e.workspace, ""),
 		sessionReq("bash_list", `{}`, "S"),
 		sessionReq("bash_output", `{"task_id":"bash-1"}`, "S"),
 		sessionReq("bash_output", `{"task_id":"bash-7"}`, "S"),

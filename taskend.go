@@ -108,7 +108,7 @@ func (t *task) reserveStatus() error {
 
 // fillReserve writes b over the reserve and renames it to p.
 func fillReserve(reserve string, b []byte, p string) error {
-	f, err := os.OpenFile(reserve, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	f, err := openRecordForWrite(reserve, 0)
 	if err != nil {
 		return err
 	}

@@ -152,7 +152,7 @@ func writeCursors(t *task, c [2]int64) error {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(c[0]))
 	binary.LittleEndian.PutUint64(b[8:], uint64(c[1]))
-	f, err := os.OpenFile(filepath.Join(t.dir, "cursor"), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := openRecordForWrite(filepath.Join(t.dir, "cursor"), os.O_CREATE)
 	if err != nil {
 		return err
 	}

@@ -144,6 +144,16 @@ func readJSON(p string, v any) error {
 // largest bashcall writes holds a request's command (maxRequestBytes).
 const maxRecordBytes = 4 * maxRequestBytes
 
+// openRecordForWrite is openRecord for writing, with more flags
+// (O_CREATE makes it 0600).
+func openRecordForWrite(p string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|flags|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return keepRegular(f, p)
+}
+
 // openRecord opens a file of the state dir for reading: never through a
 // symlink, never waiting (a FIFO another process of the user put there
 // would hang every call that reads it), and only a regular file.
@@ -295,7 +305,7 @@ func (inv *invocation) fileUnder(t *task, sub string) error {
 
 // touch makes an empty private file at p, or leaves the one there.
 func touch(p string) error {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	f, err := openRecordForWrite(p, os.O_CREATE)
 	if err != nil {
 		return err
 	}
