@@ -453,3 +453,24 @@ func checkNothingRanAs(t *testing.T, repo, pwned string) {
 		t.Errorf("planted code ran: %v", planted)
 	}
 }
+
+// TestGuardLinkReplanted: with snapshots, a background task that keeps
+// putting a symlink where a directory on the way to protected files was
+// (.git/modules, to a forged copy) has each repair count as a revert: it
+// is stopped as a task that plants again is.
+func TestGuardLinkReplanted(t *testing.T) {
+	requireABI(t, 1)
+	e, _ := plantEnv(t, mechanisms[1].env)
+	withSubmodule(t, e)
+	loop := `mkdir -p forged && cp -a .git/modules/sub forged/sub && mv .git/modules .git/real-modules
+while :; do [ -L .git/modules ] || { rmdir .git/modules 2>/dev/null; ln -s ../forged .git/modules; }; sleep 0.02; done`
+	start := e.call(sessionCall(loop, "S", e.workspace, `"run_in_background":true`))
+	if start.text() != textStarted("bash-1") {
+		t.Fatalf("start: %q", start.text())
+	}
+	t.Cleanup(func() { e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S")) })
+	text := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true,"timeout_ms":15000}`, "S")).text()
+	if !strings.Contains(text, "[status: killed") || !strings.Contains(text, "reverted changes to protected files") {
+		t.Errorf("a task putting a symlink back again and again: %q", text)
+	}
+}
