@@ -474,3 +474,60 @@ while :; do [ -L .git/modules ] || { rmdir .git/modules 2>/dev/null; ln -s ../fo
 		t.Errorf("a task putting a symlink back again and again: %q", text)
 	}
 }
+
+// TestGuardLongLinksShared: a submodule path of the workspace's
+// .gitmodules that leads through a symlink into a shared directory, where
+// another session makes a chain of long symlinks, does not refuse the
+// workspace's calls: the kernel resolves the path, at its own limits'
+// cost, not a budget of names.
+func TestGuardLongLinksShared(t *testing.T) {
+	requireABI(t, 1)
+	e, shared := sharedRootEnv(t, nil)
+	newRepo(t, e.workspace)
+	libs := filepath.Join(shared, "libs")
+	os.MkdirAll(filepath.Join(libs, "sub"), 0o755)
+	os.Symlink(libs, filepath.Join(e.workspace, "libs"))
+	os.WriteFile(filepath.Join(e.workspace, ".gitmodules"), []byte("[submodule \"sub\"]\n\tpath = libs/sub\n"), 0o644)
+	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
+		t.Fatalf("before: %q", text)
+	}
+	chain := fmt.Sprintf(`cd %s && rm -rf sub && dots=$(printf './%%.0s' $(seq 2040)) && for i in $(seq 12); do ln -s "${dots}l$((i+1))" l$i; done && mkdir l13 && ln -s "${dots}l1" sub && echo chained`, libs)
+	wsB := filepath.Join(e.dir, "wsB")
+	os.Mkdir(wsB, 0o755)
+	if text := e.call(sessionCall(chain, "B", wsB, "")).text(); text != "chained\n" {
+		t.Fatalf("the chain: %q", text)
+	}
+	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
+		t.Errorf("a call whose submodule path leads through another session's chain of links: %q", text)
+	}
+}
+
+// TestGuardPointerAtProject: a workspace's .git file naming a project's
+// directory (with a config/ directory of its own, not a git dir) has
+// nothing of that project protected: its config/ is no git config, so
+// edits there are not reverted, and no hooks/ is made in it.
+func TestGuardPointerAtProject(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, shared := sharedRootEnv(t, m.env)
+			project := filepath.Join(shared, "B")
+			os.MkdirAll(filepath.Join(project, "config"), 0o755)
+			os.WriteFile(filepath.Join(project, "config", "app.yml"), []byte("orig\n"), 0o644)
+			os.WriteFile(filepath.Join(e.workspace, ".git"), []byte("gitdir: "+project+"\n"), 0o644)
+			edit := "echo edited > " + project + "/config/app.yml && echo new > " + project + "/config/new.yml && echo ran"
+			if text := e.call(bashReq(edit, "")).text(); !strings.HasPrefix(text, "ran\n") {
+				t.Errorf("the call: %q", text)
+			}
+			if b, _ := os.ReadFile(filepath.Join(project, "config", "app.yml")); string(b) != "edited\n" {
+				t.Errorf("the project's config/app.yml after the call = %q", b)
+			}
+			if _, err := os.Stat(filepath.Join(project, "config", "new.yml")); err != nil {
+				t.Errorf("a new file in the project's config/ was removed: %v", err)
+			}
+			if _, err := os.Lstat(filepath.Join(project, "hooks")); err == nil {
+				t.Error("a hooks/ was made in the project")
+			}
+		})
+	}
+}

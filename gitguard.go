@@ -218,6 +218,13 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 					paths = append(append(paths, dotGit), pointerLinks(top)...)
 				case weak: // not a git dir (yet): its files as they are, no hooks/ made
 					for _, n := range gitDirFiles {
+						// What git could take for its own: a hooks
+						// directory, the other three files, or nothing yet;
+						// not a project's config/ directory.
+						fi, err := os.Lstat(filepath.Join(weakDir, n))
+						if err == nil && fi.IsDir() != (n == "hooks") {
+							continue
+						}
 						paths = append(paths, "weak:"+filepath.Join(weakDir, n))
 					}
 				default:
@@ -312,7 +319,10 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 			// refuses a symlink on the way (a .gitmodules path can lead
 			// through one), and where the path leads is what git reaches.
 			// The directory that named it pays for it.
-			c, ok := resolveWithin(filepath.Join(top, sub), &b.steps)
+			c, ok := resolveSubmodule(filepath.Join(top, sub), &b.steps)
+			if c == "" && ok {
+				continue // nothing there for git to reach
+			}
 			if !ok {
 				if err := b.spend(); err != nil {
 					return nil, err

@@ -149,12 +149,12 @@ func unquote(v string) string {
 // call's scan pass over the git dir, and then put it back with a planted
 // config; the config itself is protected).
 func isGitDir(dir string) bool {
-	for _, n := range []string{"HEAD", "config"} {
-		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
-			return true
-		}
+	if fi, err := os.Lstat(filepath.Join(dir, "HEAD")); err == nil && !fi.IsDir() {
+		return true
 	}
-	return false
+	// A config file, not a project's config/ directory.
+	fi, err := os.Lstat(filepath.Join(dir, "config"))
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // pointedAt is what dir's .git file names when that is not a git dir (or
@@ -390,4 +390,25 @@ func (inv *invocation) rememberTops(sessionID string, remembered, found []string
 		return
 	}
 	writeFileAtomic(p, []byte(strings.Join(found, "\n")+"\n"))
+}
+
+// errNoProc is /proc missing, or not saying what a descriptor names.
+var errNoProc = errors.New("/proc cannot name the descriptor")
+
+// resolveSubmodule is where git reaches the checkout at path p, which a
+// .gitmodules names: canonical, as the kernel resolves it (kernelPath),
+// so that a chain of symlinks however shaped costs what the kernel's own
+// limits allow, not a budget a command elsewhere could spend (a
+// submodule linked into /tmp). "" is nowhere git could go (nothing there,
+// a loop). Where /proc cannot say, it is resolveWithin's walk, on steps,
+// and ok false once they are spent.
+func resolveSubmodule(p string, steps *int) (c string, ok bool) {
+	c, err := kernelPath(p)
+	if err == nil {
+		return c, true
+	}
+	if !errors.Is(err, errNoProc) {
+		return "", true
+	}
+	return resolveWithin(p, steps)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -422,4 +423,20 @@ func openRegular(p string) (*os.File, error) {
 		return nil, fmt.Errorf("%q is not a regular file", p)
 	}
 	return os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_RDONLY|syscall.O_NOCTTY, 0)
+}
+
+// kernelPath is p as the kernel resolves it, canonical: opened O_PATH
+// (nothing is opened for reading, no device acts), and named back by
+// /proc/self/fd. errNoProc where /proc cannot say.
+func kernelPath(p string) (string, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	c, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || !filepath.IsAbs(c) {
+		return "", errNoProc
+	}
+	return c, nil
 }

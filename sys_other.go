@@ -116,3 +116,6 @@ func openRegular(p string) (*os.File, error) {
 	}
 	return keepRegular(f, p)
 }
+
+// kernelPath is errNoProc here: resolveSubmodule walks the path itself.
+func kernelPath(string) (string, error) { return "", errNoProc }
