@@ -238,10 +238,15 @@ func (e *guardEntry) removeAdded(dir *os.Root, name string) error {
 		keep[n] = true
 	}
 	for _, n := range names {
-		if !keep[n] {
-			if err := sub.RemoveAll(n); err != nil {
-				return err
-			}
+		if keep[n] {
+			continue
+		}
+		fi, err := sub.Lstat(n)
+		if err == nil {
+			err = takeAway(sub, n, fi) // a directory moved aside: git runs none
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
