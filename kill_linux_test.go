@@ -100,3 +100,42 @@ func TestKillTwice(t *testing.T) {
 		t.Errorf("two kills at once cut the grace short: %q", got)
 	}
 }
+
+// TestStartNoInodes: a background start that fails for want of inodes in
+// the state dir while filing the task under its owner leaves no task that
+// is listed as running (and counted against the limit) for a command that
+// never ran.
+func TestStartNoInodes(t *testing.T) {
+	if !inNamespace(t, "--mount") {
+		return
+	}
+	e := newTestEnv(t, "")
+	small := filepath.Join(e.dir, "small")
+	mountTmpfs(t, small, 4<<20, "nr_inodes=120")
+	t.Cleanup(e.stopTasks) // before the unmount
+	e.stateDir = filepath.Join(small, "state")
+	id := e.start("true", "A") // the session's directories, made
+	e.waitDone(id, "A")
+	fill := filepath.Join(small, "fill")
+	os.Mkdir(fill, 0o700)
+	n := 0
+	for ; ; n++ {
+		f, err := os.Create(filepath.Join(fill, fmt.Sprint(n)))
+		if err != nil {
+			break
+		}
+		f.Close()
+	}
+	// Three inodes: the task's directory, its task.json and its entry
+	// among its owner's tasks, and none for its running mark.
+	for i := 1; i <= 3; i++ {
+		os.Remove(filepath.Join(fill, fmt.Sprint(n-i)))
+	}
+	r := e.call(startReq("sleep 300", "A"))
+	if !r.IsError {
+		t.Fatalf("a start with three inodes left: %q", r.text())
+	}
+	if text := e.call(sessionReq("bash_list", `{}`, "A")).text(); strings.Contains(text, "running") {
+		t.Errorf("after a start that failed (%q), the list = %q", r.text(), text)
+	}
+}

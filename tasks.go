@@ -276,10 +276,20 @@ func (inv *invocation) allocateTask(meta *taskMeta) (*task, error) {
 		}
 		meta.ID = id
 		t := &task{id: id, dir: dir, meta: *meta}
-		if err := writeJSON(filepath.Join(dir, "task.json"), meta); err != nil {
+		err := writeJSON(filepath.Join(dir, "task.json"), meta)
+		if err == nil {
+			err = inv.recordOwnership(t)
+		}
+		if err != nil {
+			// Nothing started: the task is not left half filed (a full
+			// disk), listed as running and counted against the limit.
+			for _, sub := range []string{"tasks", "running", "pending"} {
+				os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id))
+			}
+			os.RemoveAll(dir)
 			return nil, err
 		}
-		return t, inv.recordOwnership(t)
+		return t, nil
 	}
 }
 
