@@ -139,3 +139,31 @@ func TestStartNoInodes(t *testing.T) {
 		t.Errorf("after a start that failed (%q), the list = %q", r.text(), text)
 	}
 }
+
+// TestKillWhileGC: gc, run in a loop beside bash_kill, removes a task the
+// kill settled before the kill looks at it again: the kill answers that
+// it killed the task, not that it is still running.
+func TestKillWhileGC(t *testing.T) {
+	e := newTestEnv(t, "")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := e.cmd("gc", "-older-than", "0s")
+			c.Run()
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := 0; i < 8; i++ {
+		id := e.start("sleep 30", "A")
+		if text := e.call(killReq(id, "A")).text(); strings.Contains(text, "still running") {
+			t.Errorf("bash_kill beside gc: %q", text)
+		}
+	}
+}

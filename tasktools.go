@@ -105,6 +105,11 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
+	if f == nil && !exists(t.dir) {
+		// gc removed it once it had settled: stopped, whether by this
+		// kill or on its own, and with its notice gone along.
+		f = &taskFinal{taskStatus: taskStatus{State: stateKilled}}
+	}
 	if f == nil {
 		if ours { // the task may yet complete: it was not killed
 			os.Rename(filepath.Join(t.dir, "kill"), filepath.Join(t.dir, "kill.reserve"))
