@@ -64,9 +64,9 @@ func (inv *invocation) launchName() string {
 
 // launchPaths are the control paths of how the host runs bashcall by
 // name: the symlinks on the way to it and, for a bare name found on PATH,
-// every PATH directory searched before the one it was found in (a
-// bashcall a command put there would be the one the host runs next,
-// unconfined). A bare name not on PATH was not found through it.
+// the same name in every PATH directory searched before the one it was
+// found in (a bashcall a command put there would be the one the host runs
+// next, unconfined). A bare name not on PATH was not found through it.
 func launchPaths(name, path string) []string {
 	if name == "" {
 		return nil
@@ -86,10 +86,13 @@ func launchPaths(name, path string) []string {
 			dir = filepath.Join(wd, dir)
 		}
 		p := filepath.Join(dir, name)
-		dirs = append(append(dirs, canonicalPrefix(dir)), linksOnWay(dir)...)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return append(dirs, linksOnWay(p)...)
 		}
+		// Where a bashcall put in this directory would be found first:
+		// the file, not the directory (a working directory of / would
+		// contain every writable path), and the links on the way.
+		dirs = append(append(dirs, filepath.Join(canonicalPrefix(dir), name)), linksOnWay(dir)...)
 	}
 	return nil
 }

@@ -616,6 +616,16 @@ func TestExecutableThroughLink(t *testing.T) {
 			t.Errorf("a call of a bashcall found on PATH after an empty entry, run in the workspace = %q", r.text())
 		}
 	})
+	t.Run("PATH entry empty, run in /", func(t *testing.T) {
+		c := e.cmd()
+		c.Path, c.Args[0], c.Dir = filepath.Join(real, "bashcall-test"), "bashcall-test", "/"
+		c.Env = append(c.Env, "PATH=:"+real+":"+os.Getenv("PATH"))
+		c.Stdin = strings.NewReader(sessionCall("echo ran", "S", e.workspace, ""))
+		out, _ := c.Output()
+		if r := decodeResponse(t, string(out)); r.IsError || r.text() != "ran\n" {
+			t.Errorf("a call of a bashcall run in / with an empty PATH entry before its own = %q", r.text())
+		}
+	})
 	t.Run("mcp", func(t *testing.T) {
 		c := e.startMCPVia(filepath.Join(tools, "bashcall-test"), "-workspace", e.workspace)
 		c.initialize(`{}`)

@@ -531,3 +531,40 @@ func TestGuardPointerAtProject(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardRememberedOrdinary: remembering a workspace's submodule
+// checkouts does not get in ordinary work's way: a confined git
+// submodule update of a checkout not made yet keeps the .git it writes,
+// and a checkout replaced by a symlink (git rm, ln -s) is left a symlink.
+func TestGuardRememberedOrdinary(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name+"/update", func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			sub, _ := withSubmodule(t, e)
+			gitRun(t, e.workspace, "submodule", "deinit", "-q", "-f", "sub")
+			gitRun(t, e.workspace, "submodule", "init", "-q")
+			e.call(sessionCall("echo first", "S", e.workspace, ""))
+			text := e.call(sessionCall("git -c protocol.file.allow=always submodule update -q && echo updated", "S", e.workspace, "")).text()
+			if _, err := os.Lstat(filepath.Join(sub, ".git")); err != nil {
+				t.Errorf("the .git a confined git submodule update wrote is gone (%v): %q", err, text)
+			}
+		})
+		t.Run(m.name+"/symlink", func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			sub, _ := withSubmodule(t, e)
+			e.call(sessionCall("echo first", "S", e.workspace, ""))
+			gitRun(t, e.workspace, "rm", "-q", "sub")
+			os.Mkdir(filepath.Join(e.workspace, "other"), 0o755)
+			if err := os.Symlink("other", sub); err != nil {
+				t.Fatal(err)
+			}
+			if text := e.call(sessionCall("echo second", "S", e.workspace, "")).text(); text != "second\n" {
+				t.Errorf("a call after a checkout was replaced by a symlink: %q", text)
+			}
+			if target, err := os.Readlink(sub); err != nil || target != "other" {
+				t.Errorf("the symlink that replaced a checkout: %q, %v", target, err)
+			}
+		})
+	}
+}

@@ -153,10 +153,13 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 	}
 	// The workspace's submodule checkouts that earlier calls found, if
 	// its .gitmodules no longer names them (rememberedTops).
-	wasFound := map[string]bool{}
 	for _, r := range remembered {
+		// Where the path leads now: a checkout replaced by a symlink (git
+		// rm lib; ln -s ../other lib) is no checkout any more.
+		if c, err := kernelPath(r); err == nil && c != r || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if own != "" && within(r, own) && r != own {
-			wasFound[r] = true
 			tops = append(tops, scanTop{r, tops[0].budget})
 		}
 	}
@@ -185,15 +188,14 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		// The top's own git dir: its .git, or where a .git symlink leads
 		// (a .git file's is pointed at by that file, and protected by it).
 		ownGitDir := err == nil && !fi.Mode().IsRegular()
-		if err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) || wasFound[top] && errors.Is(err, fs.ErrNotExist) {
+		if err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
 			// A .git file or symlink is protected whatever it names (a
 			// symlink is put back after the call), so that it cannot be
-			// pointed at a forged git dir; so is the .git, even absent, of
-			// a checkout found before.
+			// pointed at a forged git dir.
 			gitDirs = append([]string{""}, gitDirs...)
 		}
-		if b.own && top != own && !(wasFound[top] && errors.Is(err, fs.ErrNotExist) && !exists(top)) {
-			g.Found = append(g.Found, top)
+		if b.own && top != own && err == nil {
+			g.Found = append(g.Found, top) // a checkout, for the next calls
 		}
 		if p := pointedAt(top); p != "" {
 			gitDirs = append(gitDirs, "weak:"+p)

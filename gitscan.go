@@ -353,7 +353,7 @@ func readRegular(f *os.File, limit int) ([]byte, error) {
 // a command that cut one from .gitmodules and removed its git dir in one
 // call would otherwise have its .git file unprotected in the next, and
 // point it at a forged git dir. A checkout is remembered as long as its
-// directory exists; its .git, even absent, is protected meanwhile.
+// .git exists, and its path is no symlink.
 func (inv *invocation) rememberedTops(sessionID, workspace string) []string {
 	f, err := openRecord(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "submodules"))
 	if err != nil {
