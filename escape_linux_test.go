@@ -577,55 +577,34 @@ func TestExecutableThroughLink(t *testing.T) {
 	early := filepath.Join(e.workspace, "bin")
 	os.Mkdir(early, 0o755)
 	refused := "overlaps"
-	t.Run("one-shot", func(t *testing.T) {
-		c := e.cmd()
-		c.Path, c.Args[0] = filepath.Join(tools, "bashcall-test"), filepath.Join(tools, "bashcall-test")
-		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
-		out, _ := c.Output()
-		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), refused) {
-			t.Errorf("a call of a bashcall run through a link in the workspace = %q", r.text())
-		}
-	})
-	t.Run("on PATH", func(t *testing.T) {
-		c := e.cmd()
-		c.Path, c.Args[0] = filepath.Join(real, "bashcall-test"), "bashcall-test"
-		c.Env = append(c.Env, "PATH="+early+":"+real+":"+os.Getenv("PATH"))
-		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
-		out, _ := c.Output()
-		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), early) {
-			t.Errorf("a call of a bashcall found on PATH after a directory in the workspace = %q", r.text())
-		}
-	})
-	t.Run("PATH entry through a link", func(t *testing.T) {
-		c := e.cmd()
-		c.Path, c.Args[0] = filepath.Join(real, "bashcall-test"), "bashcall-test"
-		c.Env = append(c.Env, "PATH="+filepath.Join(tools, "bin")+":"+real+":"+os.Getenv("PATH"))
-		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
-		out, _ := c.Output()
-		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), tools) {
-			t.Errorf("a call of a bashcall found on PATH after an entry through a link in the workspace = %q", r.text())
-		}
-	})
-	t.Run("PATH entry relative", func(t *testing.T) {
-		c := e.cmd()
-		c.Path, c.Args[0] = filepath.Join(real, "bashcall-test"), "bashcall-test"
-		c.Env = append(c.Env, "PATH=:"+real+":"+os.Getenv("PATH"))
-		c.Stdin = strings.NewReader(bashReq("echo ran", ""))
-		out, _ := c.Output()
-		if r := decodeResponse(t, string(out)); !r.IsError || !strings.Contains(r.text(), refused) {
-			t.Errorf("a call of a bashcall found on PATH after an empty entry, run in the workspace = %q", r.text())
-		}
-	})
-	t.Run("PATH entry empty, run in /", func(t *testing.T) {
-		c := e.cmd()
-		c.Path, c.Args[0], c.Dir = filepath.Join(real, "bashcall-test"), "bashcall-test", "/"
-		c.Env = append(c.Env, "PATH=:"+real+":"+os.Getenv("PATH"))
-		c.Stdin = strings.NewReader(sessionCall("echo ran", "S", e.workspace, ""))
-		out, _ := c.Output()
-		if r := decodeResponse(t, string(out)); r.IsError || r.text() != "ran\n" {
-			t.Errorf("a call of a bashcall run in / with an empty PATH entry before its own = %q", r.text())
-		}
-	})
+	bare := filepath.Join(real, "bashcall-test")
+	for _, c := range []struct {
+		name, path, argv0, dir, pathEnv string
+		refusedFor                      string // "" for a call that runs
+	}{
+		{"one-shot", filepath.Join(tools, "bashcall-test"), filepath.Join(tools, "bashcall-test"), "", "", refused},
+		{"on PATH", bare, "bashcall-test", "", early + ":" + real, early},
+		{"PATH entry through a link", bare, "bashcall-test", "", filepath.Join(tools, "bin") + ":" + real, tools},
+		{"PATH entry relative", bare, "bashcall-test", "", ":" + real, refused},
+		{"PATH entry empty, run in /", bare, "bashcall-test", "/", ":" + real, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := e.cmd()
+			cmd.Path, cmd.Args[0] = c.path, c.argv0
+			if c.dir != "" {
+				cmd.Dir = c.dir
+			}
+			if c.pathEnv != "" {
+				cmd.Env = append(cmd.Env, "PATH="+c.pathEnv+":"+os.Getenv("PATH"))
+			}
+			cmd.Stdin = strings.NewReader(sessionCall("echo ran", "S", e.workspace, ""))
+			out, _ := cmd.Output()
+			r := decodeResponse(t, string(out))
+			if c.refusedFor == "" && (r.IsError || r.text() != "ran\n") || c.refusedFor != "" && (!r.IsError || !strings.Contains(r.text(), c.refusedFor)) {
+				t.Errorf("a call of bashcall run as %q (PATH %q, in %q) = %q", c.argv0, c.pathEnv, c.dir, r.text())
+			}
+		})
+	}
 	t.Run("mcp", func(t *testing.T) {
 		c := e.startMCPVia(filepath.Join(tools, "bashcall-test"), "-workspace", e.workspace)
 		c.initialize(`{}`)
