@@ -103,8 +103,10 @@ func launchPaths(name, path string) []string {
 		}
 		// Where a bashcall put in this directory would be found first:
 		// the file, not the directory (a working directory of / would
-		// contain every writable path), and the links on the way.
-		dirs = append(append(dirs, filepath.Join(canonicalPrefix(dir), name)), linksOnWay(dir)...)
+		// contain every writable path), where it leads (a symlink there,
+		// dangling or to a file not yet executable) and the links on the
+		// way.
+		dirs = append(append(dirs, canonicalPrefix(p)), linksOnWay(p)...)
 	}
 	return nil
 }

@@ -578,6 +578,13 @@ func TestExecutableThroughLink(t *testing.T) {
 	os.Mkdir(early, 0o755)
 	refused := "overlaps"
 	bare := filepath.Join(real, "bashcall-test")
+	// A directory outside the workspace holding a bashcall-test that is a
+	// dangling link into it: a command there makes what the host runs.
+	dangling := filepath.Join(e.dir, "dangling")
+	os.Mkdir(dangling, 0o755)
+	if err := os.Symlink(filepath.Join(e.workspace, "planted"), filepath.Join(dangling, "bashcall-test")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, path, argv0, dir, pathEnv string
 		refusedFor                      string // "" for a call that runs
@@ -587,6 +594,7 @@ func TestExecutableThroughLink(t *testing.T) {
 		{"PATH entry through a link", bare, "bashcall-test", "", filepath.Join(tools, "bin") + ":" + real, tools},
 		{"PATH entry relative", bare, "bashcall-test", "", ":" + real, refused},
 		{"PATH entry empty, run in /", bare, "bashcall-test", "/", ":" + real, ""},
+		{"dangling link on PATH", bare, "bashcall-test", "", dangling + ":" + real, refused},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := e.cmd()
