@@ -1,15 +1,15 @@
 package main
 
+// The names control paths are reached by (control.go): a control path
+// named through a symlink, or found on PATH, is redirected for the next
+// call as surely as by writing the path itself, so the symlinks on the
+// way and the earlier PATH directories are control paths too.
+
 import (
 	"os"
 	"path/filepath"
 	"strings"
 )
-
-// The names control paths are reached by (control.go): a control path
-// named through a symlink, or found on PATH, is redirected for the next
-// call as surely as by writing the path itself, so the symlinks on the
-// way and the earlier PATH directories are control paths too.
 
 // linksOnWay lists the symlinks that resolving p follows, each by its own
 // path (the links before it resolved). A control path named through a

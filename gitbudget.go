@@ -1,11 +1,11 @@
 package main
 
-import "fmt"
-
 // The budgets of the git protection (gitguard.go): what one call protects
 // is bounded for each place it starts from, so that a command that fills
 // a directory every session writes can neither refuse every other
 // session's calls nor leave another session's workspace unprotected.
+
+import "fmt"
 
 // guardBudget is what the protection of one top may take: of a writable
 // directory, or of another session's workspace, with the submodules each
