@@ -223,11 +223,7 @@ func TestGuardReachIntoShared(t *testing.T) {
 			os.WriteFile(filepath.Join(e.workspace, ".gitmodules"), []byte("[submodule \"sub\"]\n\tpath = sub\n"), 0o644)
 			long := strings.TrimSuffix(strings.Repeat("d/", 40), "/")
 			fill := fmt.Sprintf(`for i in $(seq %d); do printf '[submodule "m%%s"]\n\tpath = %s/%%s\n' $i $i; done > %s/.gitmodules; echo filled`, maxSubmodules, long, subrepo)
-			wsB := filepath.Join(e.dir, "wsB")
-			os.Mkdir(wsB, 0o755)
-			if text := e.call(sessionCall(fill, "B", wsB, "")).text(); text != "filled\n" {
-				t.Fatalf("filling: %q", text)
-			}
+			asOtherSession(t, e, fill, "filled\n")
 			text := e.call(bashReq("echo planted > sub/.git/hooks/pre-commit; echo ran", "")).text()
 			if !strings.HasPrefix(text, "ran\n") {
 				t.Errorf("a call whose submodule, linked into a shared directory, was filled by another session: %q", text)
@@ -276,11 +272,7 @@ func TestGuardDeepShared(t *testing.T) {
 			e, shared := sharedRootEnv(t, m.env)
 			deep := strings.TrimSuffix(strings.Repeat("a/", 1900), "/")
 			plant := fmt.Sprintf(`cd %s && mkdir -p %s && git -C %s init -q && printf '[submodule "x"]\n\tpath = %s\n' > .gitmodules && echo planted`, shared, deep, deep, deep)
-			wsB := filepath.Join(e.dir, "wsB")
-			os.Mkdir(wsB, 0o755)
-			if text := e.call(sessionCall(plant, "B", wsB, "")).text(); text != "planted\n" {
-				t.Fatalf("planting: %q", text)
-			}
+			asOtherSession(t, e, plant, "planted\n")
 			if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
 				t.Errorf("a call beside a deep repository in a shared directory: %q", text)
 			}
@@ -492,11 +484,7 @@ func TestGuardLongLinksShared(t *testing.T) {
 		t.Fatalf("before: %q", text)
 	}
 	chain := fmt.Sprintf(`cd %s && rm -rf sub && dots=$(printf './%%.0s' $(seq 2040)) && for i in $(seq 12); do ln -s "${dots}l$((i+1))" l$i; done && mkdir l13 && ln -s "${dots}l1" sub && echo chained`, libs)
-	wsB := filepath.Join(e.dir, "wsB")
-	os.Mkdir(wsB, 0o755)
-	if text := e.call(sessionCall(chain, "B", wsB, "")).text(); text != "chained\n" {
-		t.Fatalf("the chain: %q", text)
-	}
+	asOtherSession(t, e, chain, "chained\n")
 	if text := e.call(bashReq("echo ran", "")).text(); text != "ran\n" {
 		t.Errorf("a call whose submodule path leads through another session's chain of links: %q", text)
 	}
@@ -566,5 +554,16 @@ func TestGuardRememberedOrdinary(t *testing.T) {
 				t.Errorf("the symlink that replaced a checkout: %q, %v", target, err)
 			}
 		})
+	}
+}
+
+// asOtherSession runs script as a call of session B, in a workspace of
+// its own, and fails the test unless it answers want.
+func asOtherSession(t *testing.T, e *testEnv, script, want string) {
+	t.Helper()
+	wsB := filepath.Join(e.dir, "wsB")
+	os.MkdirAll(wsB, 0o755)
+	if text := e.call(sessionCall(script, "B", wsB, "")).text(); text != want {
+		t.Fatalf("session B's call: %q", text)
 	}
 }
