@@ -158,7 +158,7 @@ func parseCallName(name string) (procRecord, bool) {
 // stopDeadCall stops the tree of one dead call and removes its record,
 // unless another invocation is at it.
 func stopDeadCall(p string) {
-	f, err := openRecord(p)
+	f, err := openOwn(p, os.O_RDONLY)
 	if err != nil {
 		return
 	}

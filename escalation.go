@@ -102,7 +102,7 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 func (inv *invocation) standingMode(sessionID string) string {
 	if sessionID != "" {
 		var b []byte
-		f, err := openRecord(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "mode"))
+		f, err := openOwn(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "mode"), os.O_RDONLY)
 		if err == nil {
 			b, err = io.ReadAll(io.LimitReader(f, 64))
 			f.Close()

@@ -355,7 +355,7 @@ func readRegular(f *os.File, limit int) ([]byte, error) {
 // point it at a forged git dir. A checkout is remembered as long as its
 // .git exists, and its path is no symlink.
 func (inv *invocation) rememberedTops(sessionID, workspace string) []string {
-	f, err := openRecord(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "submodules"))
+	f, err := openOwn(filepath.Join(inv.sessionDir(ownerKey(sessionID)), "submodules"), os.O_RDONLY)
 	if err != nil {
 		return nil
 	}

@@ -138,7 +138,7 @@ type streamRead struct {
 // newest): whatever else is unread is dropped and the read is lossy, as
 // are bytes that a writer overwrote while they were being read.
 func readTaskStream(p string, cursor, limit int64) streamRead {
-	f, err := openRecord(p)
+	f, err := openOwn(p, os.O_RDONLY)
 	if err != nil {
 		return streamRead{next: cursor}
 	}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -40,7 +41,7 @@ func lastLine(t *task, name string) string {
 	var b []byte
 	if name == "stderr.tail" {
 		b = readTaskStream(filepath.Join(t.dir, name), 0, 4096).data
-	} else if f, err := openRecord(filepath.Join(t.dir, name)); err == nil {
+	} else if f, err := openOwn(filepath.Join(t.dir, name), os.O_RDONLY); err == nil {
 		var buf [4096]byte
 		if fi, err := f.Stat(); err == nil {
 			n, _ := f.ReadAt(buf[:], max(fi.Size()-int64(len(buf)), 0))

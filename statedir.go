@@ -367,7 +367,7 @@ var lockedRecords []*os.File
 // writeLockedRecord wrote. Testing it takes a shared lock, so that two
 // tests at once do not see each other's.
 func recordLocked(p string) bool {
-	f, err := openRecord(p)
+	f, err := openOwn(p, os.O_RDONLY)
 	if err != nil {
 		return false
 	}

@@ -80,7 +80,7 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 		return err
 	}
 	defer readyR.Close()
-	logFile, err := openRecordForWrite(filepath.Join(t.dir, "supervisor.log"), os.O_CREATE|os.O_APPEND)
+	logFile, err := openOwn(filepath.Join(t.dir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND)
 	if err != nil {
 		specR.Close()
 		readyW.Close()

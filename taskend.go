@@ -108,7 +108,7 @@ func (t *task) reserveStatus() error {
 
 // fillReserve writes b over the reserve and renames it to p.
 func fillReserve(reserve string, b []byte, p string) error {
-	f, err := openRecordForWrite(reserve, 0)
+	f, err := openOwn(reserve, os.O_WRONLY)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func holdBackPartialRune(r *streamRead) {
 func readCursors(t *task) [2]int64 {
 	var c [2]int64
 	var b []byte
-	f, err := openRecord(filepath.Join(t.dir, "cursor"))
+	f, err := openOwn(filepath.Join(t.dir, "cursor"), os.O_RDONLY)
 	if err == nil {
 		b, err = io.ReadAll(io.LimitReader(f, 17))
 		f.Close()
@@ -152,7 +152,7 @@ func writeCursors(t *task, c [2]int64) error {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(c[0]))
 	binary.LittleEndian.PutUint64(b[8:], uint64(c[1]))
-	f, err := openRecordForWrite(filepath.Join(t.dir, "cursor"), os.O_CREATE)
+	f, err := openOwn(filepath.Join(t.dir, "cursor"), os.O_WRONLY|os.O_CREATE)
 	if err != nil {
 		return err
 	}

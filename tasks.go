@@ -130,9 +130,10 @@ func (inv *invocation) loadTask(id string) (*task, error) {
 	return t, nil
 }
 
-// readJSON decodes a small private file, refusing to follow a link.
+// readJSON decodes a small private file (openOwn: never through a link,
+// never waiting on a FIFO, a regular file only).
 func readJSON(p string, v any) error {
-	f, err := openRecord(p)
+	f, err := openOwn(p, os.O_RDONLY)
 	if err != nil {
 		return err
 	}
@@ -143,27 +144,6 @@ func readJSON(p string, v any) error {
 // maxRecordBytes bounds what a record of the state dir is read of: the
 // largest bashcall writes holds a request's command (maxRequestBytes).
 const maxRecordBytes = 4 * maxRequestBytes
-
-// openRecordForWrite is openRecord for writing, with more flags
-// (O_CREATE makes it 0600).
-func openRecordForWrite(p string, flags int) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_WRONLY|flags|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	return keepRegular(f, p)
-}
-
-// openRecord opens a file of the state dir for reading: never through a
-// symlink, never waiting (a FIFO another process of the user put there
-// would hang every call that reads it), and only a regular file.
-func openRecord(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	return keepRegular(f, p)
-}
 
 func writeJSON(p string, v any) error {
 	b, err := json.Marshal(v)
@@ -258,7 +238,7 @@ func (inv *invocation) allocateTask(meta *taskMeta) (*task, error) {
 	}
 	counter := filepath.Join(inv.stateDir, "next-id")
 	var b []byte
-	if f, err := openRecord(counter); err == nil {
+	if f, err := openOwn(counter, os.O_RDONLY); err == nil {
 		b, _ = io.ReadAll(io.LimitReader(f, 32))
 		f.Close()
 	}
@@ -315,7 +295,7 @@ func (inv *invocation) fileUnder(t *task, sub string) error {
 
 // touch makes an empty private file at p, or leaves the one there.
 func touch(p string) error {
-	f, err := openRecordForWrite(p, os.O_CREATE)
+	f, err := openOwn(p, os.O_WRONLY|os.O_CREATE)
 	if err != nil {
 		return err
 	}
