@@ -22,7 +22,10 @@ type invocation struct {
 	// protected are paths no sandboxed command may write: the state dir,
 	// the config file and, when serving, the spool dir.
 	protected []string
-	spoolDir  string // canonical, when serving
+	// named are the same as the host named them, for the symlinks on the
+	// way (controlPaths: a confined call's, not every call's, cost).
+	named    []string
+	spoolDir string // canonical, when serving
 	// others are bashcall's other directories a confined call withholds
 	// and protects (ownDirs), read once a call is to be confined.
 	others []string

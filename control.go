@@ -35,6 +35,9 @@ import (
 // Each is listed with the symlinks on the way to it as named (linksOnWay).
 func (inv *invocation) controlPaths() []string {
 	out := append(append([]string(nil), inv.protected...), inv.others...)
+	for _, n := range inv.named {
+		out = append(out, linksOnWay(n)...)
+	}
 	if def := defaultConfigPath(inv.getenv); def != "" {
 		out = append(out, canonicalPrefix(def), canonicalPrefix(filepath.Dir(def)))
 		out = append(out, linksOnWay(def)...)

@@ -253,13 +253,14 @@ func getenvFrom(environ []string) func(string) string {
 // write: the state dir and the config file; serve names its spool dir to
 // the bashcall processes it runs calls in.
 func (inv *invocation) protectPaths(givenStateDir string) {
-	inv.protected = append([]string{inv.stateDir}, linksOnWay(givenStateDir)...)
+	inv.protected = []string{inv.stateDir}
+	inv.named = []string{givenStateDir}
 	if inv.cfg.path != "" {
 		inv.protected = append(inv.protected, canonicalOr(inv.cfg.path))
-		inv.protected = append(inv.protected, linksOnWay(inv.cfg.path)...)
+		inv.named = append(inv.named, inv.cfg.path)
 	}
 	if inv.spoolDir = spoolDirOf(inv.getenv); inv.spoolDir != "" {
 		inv.protected = append(inv.protected, inv.spoolDir)
-		inv.protected = append(inv.protected, linksOnWay(inv.getenv("BASHCALL_SPOOL_DIR"))...)
+		inv.named = append(inv.named, inv.getenv("BASHCALL_SPOOL_DIR"))
 	}
 }
