@@ -192,11 +192,7 @@ func TestGuardReachIntoShared(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name+"/worktrees", func(t *testing.T) {
-			e, shared := sharedRootEnv(t, m.env)
-			main := filepath.Join(shared, "main")
-			newRepo(t, main)
-			wsA := filepath.Join(e.dir, "wsA")
-			gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+			e, main, wsA := sharedWorktreeEnv(t, m.env)
 			fill := fmt.Sprintf("for i in $(seq %d); do mkdir -p %s/.git/worktrees/x$i; done; echo filled", maxGuardEntries/3+1, main)
 			if text := e.call(sessionCall(fill, "B", e.workspace, "")).text(); text != "filled\n" {
 				t.Fatalf("filling: %q", text)
@@ -420,11 +416,7 @@ func TestGuardOwnWorktreePadded(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e, shared := sharedRootEnv(t, m.env)
-			main := filepath.Join(shared, "main")
-			newRepo(t, main)
-			wsA := filepath.Join(e.dir, "wsA")
-			gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+			e, main, wsA := sharedWorktreeEnv(t, m.env)
 			pad := fmt.Sprintf(`g=$(git rev-parse --git-dir); for i in $(seq %d); do mkdir -p "$g/worktrees/w$i"; done; echo padded`, maxGuardEntries/3+1)
 			t.Logf("pad: %q", e.call(sessionCall(pad, "A", wsA, "")).text())
 			e.call(sessionCall("git config core.fsmonitor 'touch /nowhere'; echo planted > "+main+"/.git/hooks/pre-commit; true", "A", wsA, ""))

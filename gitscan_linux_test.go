@@ -509,6 +509,19 @@ func sharedRootEnv(t *testing.T, env []string) (*testEnv, string) {
 	return e, shared
 }
 
+// sharedWorktreeEnv is sharedRootEnv with a repository main in the
+// shared directory and its linked worktree wsA outside it (a session's
+// workspace, as git -C /tmp/main worktree add ~/ws makes it).
+func sharedWorktreeEnv(t *testing.T, env []string) (e *testEnv, main, wsA string) {
+	t.Helper()
+	e, shared := sharedRootEnv(t, env)
+	main = filepath.Join(shared, "main")
+	newRepo(t, main)
+	wsA = filepath.Join(e.dir, "wsA")
+	gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+	return e, main, wsA
+}
+
 // TestGuardWorktreeOutside: a repository in a directory every session
 // writes whose linked worktree is a session's workspace outside every
 // writable directory (git -C /tmp/main worktree add ~/ws) is protected in
@@ -518,11 +531,7 @@ func TestGuardWorktreeOutside(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
 		t.Run(m.name, func(t *testing.T) {
-			e, shared := sharedRootEnv(t, m.env)
-			main := filepath.Join(shared, "main")
-			newRepo(t, main)
-			wsA := filepath.Join(e.dir, "wsA")
-			gitRun(t, main, "worktree", "add", "-q", wsA, "-b", "a")
+			e, main, wsA := sharedWorktreeEnv(t, m.env)
 			if text := e.call(sessionCall("echo pinned", "A", wsA, "")).text(); text != "pinned\n" {
 				t.Fatalf("session A's call: %q", text)
 			}
