@@ -200,110 +200,68 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		if p := pointedAt(top); p != "" {
 			gitDirs = append(gitDirs, "weak:"+p)
 		}
-		// Two rounds: first the files of every git dir the top names
-		// (config, hooks, ...: of a worktree's own git dir and of its
-		// common dir), then their worktrees and modules, which a command
-		// can fill to spend a budget that does not refuse.
-		listed := map[string][]string{}
+		// First the files of every git dir the top names (config, hooks,
+		// ...: of a worktree's own git dir and of its common dir), then
+		// their worktrees and modules, which a command can fill to spend
+		// a budget that does not refuse.
+		var first, then []guardPath
 		incomplete := map[string]bool{}
-		for round := 0; round < 2; round++ {
-			for _, gitDir := range gitDirs {
-				weakDir, weak := strings.CutPrefix(gitDir, "weak:")
-				if gitDir != "" && elsewhere(weakDir, b.dir) {
-					continue
+		for _, gitDir := range gitDirs {
+			weakDir, weak := strings.CutPrefix(gitDir, "weak:")
+			if gitDir != "" && elsewhere(weakDir, b.dir) {
+				continue
+			}
+			switch {
+			case gitDir == "":
+				for _, p := range append([]string{dotGit}, pointerLinks(top)...) {
+					first = append(first, guardPath{p: p})
 				}
-				gb := b.outside(weakDir) // "" is the .git in top
-				var paths []string
-				complete := true
-				switch {
-				case gitDir == "":
-					paths = append(append(paths, dotGit), pointerLinks(top)...)
-				case weak: // not a git dir (yet): its files as they are, no hooks/ made
-					for _, n := range gitDirFiles {
-						// What git could take for its own: a hooks
-						// directory, the other three files, or nothing yet;
-						// not a project's config/ directory.
-						fi, err := os.Lstat(filepath.Join(weakDir, n))
-						if err == nil && fi.IsDir() != (n == "hooks") {
-							continue
-						}
-						paths = append(paths, "weak:"+filepath.Join(weakDir, n))
-					}
-				default:
-					more, ok := listed[gitDir]
-					if !ok {
-						more, complete = protectedGitPaths(gitDir)
-						listed[gitDir], incomplete[gitDir] = more, !complete
-					}
-					complete = !incomplete[gitDir]
-					head := min(len(more), len(gitDirFiles))
-					if round == 0 {
-						if full {
-							paths = append(paths, "shallow:"+gitDir)
-						}
-						paths = append(paths, more[:head]...)
-					} else {
-						paths = append(paths, more[head:]...)
-					}
-				}
-				if round == 1 && (gitDir == "" || weak) {
-					continue
-				}
-				for _, p := range paths {
-					shallow := strings.HasPrefix(p, "shallow:")
-					p = strings.TrimPrefix(p, "shallow:")
-					p, weakPath := strings.CutPrefix(p, "weak:")
-					key := fmt.Sprint(shallow, p)
-					proot := containing(p, writable)
-					if proot == "" || done[key] || elsewhere(p, b.dir) { // a core.worktree can name any place
+			case weak: // not a git dir (yet): its files as they are, no hooks/ made
+				for _, n := range gitDirFiles {
+					// What git could take for its own: a hooks directory,
+					// the other three files, or nothing yet; not a
+					// project's config/ directory.
+					fi, err := os.Lstat(filepath.Join(weakDir, n))
+					if err == nil && fi.IsDir() != (n == "hooks") {
 						continue
 					}
-					pb := b.outside(p)
-					if pb.over(&pb.entries) || pb.overPath(p) {
-						if err := pb.spend(); err != nil {
-							return nil, err
-						}
-						continue
-					}
-					var err error
-					if shallow {
-						err = g.recordShallow(proot, p, ownGitDir)
+					first = append(first, guardPath{p: filepath.Join(weakDir, n), weak: true})
+				}
+			default:
+				if full {
+					first = append(first, guardPath{p: gitDir, gitDir: gitDir, shallow: true})
+				}
+				more, complete := protectedGitPaths(gitDir)
+				incomplete[gitDir] = !complete
+				head := min(len(more), len(gitDirFiles))
+				for i, p := range more {
+					gp := guardPath{p: p, gitDir: gitDir}
+					if i < head {
+						first = append(first, gp)
 					} else {
-						err = g.record(proot, p, full, !weakPath, pb)
-					}
-					switch {
-					case errors.Is(err, errGuardFull):
-						err = pb.spend()
-					case err == nil:
-						done[key] = true
-						if gitDir != "" && !weak && within(p, gitDir) {
-							// The directories on the way to it (worktrees/<name>,
-							// modules/...) and to its git dir.
-							err = g.pinUp(filepath.Dir(p), proot, pb, done)
-						}
-					case !pb.own:
-						// A path of another place that cannot be read (any
-						// session's command can chmod /tmp/.git 000) must not
-						// refuse every session's calls.
-						warnf("bashcall: cannot protect %q: %v", p, err)
-						err = nil
-					}
-					if err != nil {
-						return nil, err
+						then = append(then, gp)
 					}
 				}
-				if round == 0 {
-					continue
+			}
+		}
+		for _, gp := range append(first, then...) {
+			if err := g.protectPath(gp, writable, b, ownGitDir, full, done, elsewhere); err != nil {
+				return nil, err
+			}
+		}
+		for _, gitDir := range gitDirs {
+			if gitDir == "" || strings.HasPrefix(gitDir, "weak:") || elsewhere(gitDir, b.dir) {
+				continue
+			}
+			gb := b.outside(gitDir)
+			if incomplete[gitDir] { // more than a budget: what was listed is protected, and no more
+				if err := gb.spend(); err != nil {
+					return nil, err
 				}
-				if !complete { // more than a budget: what was listed is protected, and no more
-					if err := gb.spend(); err != nil {
-						return nil, err
-					}
-				}
-				if root := containing(gitDir, writable); gitDir != "" && !weak && root != "" {
-					if err := g.pinUp(gitDir, root, gb, done); err != nil {
-						return nil, err
-					}
+			}
+			if root := containing(gitDir, writable); root != "" {
+				if err := g.pinUp(gitDir, root, gb, done); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -346,6 +304,54 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		g.Modes = controlModes(controls)
 	}
 	return g, nil
+}
+
+// guardPath is one path the scan of a top protects.
+type guardPath struct {
+	p       string
+	gitDir  string // the git dir it lies in, whose way is pinned; "" for a .git file, a link, a weak path
+	shallow bool   // the git dir itself (recordShallow)
+	weak    bool   // what a .git file names that is no git dir: as it is, no hooks/ made
+}
+
+// protectPath records gp, found from a top of budget b, charged to the
+// budget of where it lies (outside), with the directories on the way to
+// it inside its git dir pinned.
+func (g *gitGuard) protectPath(gp guardPath, writable []string, b *guardBudget, ownGitDir, full bool, done map[string]bool, elsewhere func(p, start string) bool) error {
+	key := fmt.Sprint(gp.shallow, gp.p)
+	proot := containing(gp.p, writable)
+	if proot == "" || done[key] || elsewhere(gp.p, b.dir) { // a core.worktree can name any place
+		return nil
+	}
+	pb := b.outside(gp.p)
+	if pb.over(&pb.entries) || pb.overPath(gp.p) {
+		return pb.spend()
+	}
+	var err error
+	if gp.shallow {
+		err = g.recordShallow(proot, gp.p, ownGitDir)
+	} else {
+		err = g.record(proot, gp.p, full, !gp.weak, pb)
+	}
+	switch {
+	case errors.Is(err, errGuardFull):
+		return pb.spend()
+	case err == nil:
+		done[key] = true
+		if gp.gitDir != "" && within(gp.p, gp.gitDir) {
+			// The directories on the way to it (worktrees/<name>,
+			// modules/...) and to its git dir.
+			return g.pinUp(filepath.Dir(gp.p), proot, pb, done)
+		}
+		return nil
+	case !pb.own:
+		// A path of another place that cannot be read (any session's
+		// command can chmod /tmp/.git 000) must not refuse every
+		// session's calls.
+		warnf("bashcall: cannot protect %q: %v", gp.p, err)
+		return nil
+	}
+	return err
 }
 
 // recordShallow notes that git dir p is a directory, so that a swap for
