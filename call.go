@@ -29,9 +29,11 @@ type invocation struct {
 	// others are bashcall's other directories a confined call withholds
 	// and protects (ownDirs), read once a call is to be confined.
 	others []string
-	// abort delivers SIGINT and SIGTERM while a call is answered
-	// (signals.go).
-	abort chan os.Signal
+	// abort delivers SIGINT and SIGTERM while a call is answered, once
+	// listen has run (signals.go): from the fork of its command, or from
+	// the start of a wait (aborts).
+	abort  chan os.Signal
+	listen func()
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
 	// reaper ties the tasks of one owner to the life of a process (the
@@ -63,6 +65,9 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		return answerFailure(data, rerr, stdout, *textFlag, err)
 	}
 	sigs := catchSignals()
+	if *warmFlag {
+		sigs.listen() // before its request comes
+	}
 	if testOnlyInProcess {
 		defer sigs.stop()
 	}
@@ -112,7 +117,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	inv.abort = sigs.arm()
+	inv.abort, inv.listen = sigs.arm(), sigs.listen
 	inv.textOnly = *textFlag
 	err = writeResponse(stdout, inv.handle(req), *textFlag)
 	releaseStdout(stdout)
@@ -282,6 +287,14 @@ func (inv *invocation) bash(req *request, resp *response) error {
 	return inv.foreground(p, resp)
 }
 
+// aborts is the call's abort channel, listened for from now on.
+func (inv *invocation) aborts() chan os.Signal {
+	if inv.listen != nil {
+		inv.listen()
+	}
+	return inv.abort
+}
+
 // sandboxes reports whether the executor confines by default, which is
 // what makes escalation exist at all (PROTOCOL.md section 7).
 func (inv *invocation) sandboxes() bool { return inv.cfg.Sandbox.Mode != modeFullAccess }
@@ -390,7 +403,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
+		Abort: inv.abort, Forked: inv.listen, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
 		WithoutNS: func() ([]string, error) { return p.sandbox.withoutNamespace(p.command) },
 	})
 	endProgress()

@@ -52,6 +52,7 @@ func (inv *invocation) approve(req *request, a *bashArgs, resp *response) error 
 // reads one word. A failure, a hang past timeout_ms or any other answer
 // is no answer (""). An abort stops it and aborts the call.
 func (inv *invocation) askApprover(request []byte) (string, error) {
+	abort := inv.aborts() // before the approver runs: an abort stops it
 	argv := inv.cfg.Approval.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer
@@ -73,7 +74,7 @@ func (inv *invocation) askApprover(request []byte) (string, error) {
 		}
 		return strings.TrimSpace(out.String()), nil
 	case <-timer.C:
-	case <-inv.abort:
+	case <-abort:
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return "", errAborted()

@@ -51,6 +51,10 @@ type runSpec struct {
 	// Subreaper says this process is a subreaper that runs only this
 	// command, so every descendant of it belongs to the command.
 	Subreaper bool
+	// Forked, when set, runs once the command's process exists, before
+	// the wait: what a call needs only while its command runs is paid
+	// there, while the command starts on the other CPU.
+	Forked func()
 	// Started, when set, learns the leader's pid once the command runs.
 	Started func(pid int)
 	// FreezeLeader makes the leader stop, not die, when this process dies,
@@ -132,6 +136,9 @@ func runCommand(spec *runSpec) (*runOutcome, error) {
 		tree.PID = pid
 		tree.Start, _ = procStartTime(pid)
 		spec.Track(tree)
+	}
+	if spec.Forked != nil {
+		spec.Forked()
 	}
 	r := &execution{spec: spec, pid: pid, outDone: pump(parentEnds[0], spec.Stdout), errDone: pump(parentEnds[1], spec.Stderr)}
 	var status launcherStatus

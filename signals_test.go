@@ -105,7 +105,9 @@ func TestIgnoredSIGINTBeforeCall(t *testing.T) {
 // arming of a call, in a process started for it or in a warm child, has
 // one of two outcomes: bashcall ended by the signal, having written
 // nothing, or the call answered as aborted. Never a hang, another exit,
-// a command that ran to its end or half a response.
+// a command that ran to its end or half a response, and never a command
+// left running: one started just before bashcall ended dies with it
+// (its parent-death signal).
 func TestSignalAroundArming(t *testing.T) {
 	e := newTestEnv(t, "[sandbox]\nmode = \"danger-full-access\"\n")
 	killed, aborted := 0, 0
@@ -135,6 +137,7 @@ func TestSignalAroundArming(t *testing.T) {
 		default:
 			t.Errorf("round %d: ended with %v, having written %q", i, ws, out.String())
 		}
+		waitFor(t, 2*time.Second, "the round's command to be gone", func() bool { return len(procsInDir(e.workspace)) == 0 })
 	}
 	t.Logf("%d killed before the call was armed, %d calls aborted", killed, aborted)
 	if aborted == 0 {
