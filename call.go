@@ -287,6 +287,14 @@ func (inv *invocation) bash(req *request, resp *response) error {
 	return inv.foreground(p, resp)
 }
 
+// whileStarting is what a foreground call does once its command's
+// process exists: SIGINT and SIGTERM are caught from then on, and the
+// response's encoder is made ready.
+func (inv *invocation) whileStarting() {
+	inv.aborts()
+	warmEncoder()
+}
+
 // aborts is the call's abort channel, listened for from now on.
 func (inv *invocation) aborts() chan os.Signal {
 	if inv.listen != nil {
@@ -403,7 +411,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Forked: inv.listen, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
+		Abort: inv.abort, Forked: inv.whileStarting, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
 		WithoutNS: func() ([]string, error) { return p.sandbox.withoutNamespace(p.command) },
 	})
 	endProgress()

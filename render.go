@@ -270,6 +270,13 @@ func encodeResponse(w io.Writer, r *response) error {
 	return err
 }
 
+// warmEncoder has encoding/json build its encoders for a foreground
+// call's response, which it does at their first use (0.1 ms here): a
+// call does it while its command runs.
+func warmEncoder() {
+	encodeResponse(io.Discard, &response{StructuredContent: &foregroundResult{}, Present: &presentation{}})
+}
+
 // Error texts of PROTOCOL.md section 4 (what follows "Error: "), with
 // bashcall's additions where the contract has none. Errors that name a
 // path or a cause are worded where they arise.
