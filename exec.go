@@ -272,16 +272,7 @@ type execution struct {
 func (r *execution) supervise() *runOutcome {
 	out := &runOutcome{}
 	exited := make(chan syscall.WaitStatus, 1)
-	go func() {
-		var ws syscall.WaitStatus
-		for {
-			_, err := syscall.Wait4(r.pid, &ws, 0, nil)
-			if err != syscall.EINTR {
-				break
-			}
-		}
-		exited <- ws
-	}()
+	go func() { exited <- waitChild(r.pid) }()
 	var timeout <-chan time.Time
 	if r.spec.Timeout > 0 {
 		t := time.NewTimer(r.spec.Timeout)

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -100,4 +102,32 @@ func openPTY(t *testing.T) (*os.File, string) {
 		t.Fatal(err)
 	}
 	return master, fmt.Sprintf("/dev/pts/%d", n)
+}
+
+// TestWaitChild: waitChild gives a child's exit status or signal, for a
+// child that ends while it waits and for one already a zombie.
+func TestWaitChild(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		early  bool
+		check  func(syscall.WaitStatus) bool
+	}{
+		{"sleep 0.05; exit 3", false, func(ws syscall.WaitStatus) bool { return ws.Exited() && ws.ExitStatus() == 3 }},
+		{"exit 4", true, func(ws syscall.WaitStatus) bool { return ws.Exited() && ws.ExitStatus() == 4 }},
+		{"sleep 0.05; kill -USR1 $$", false, func(ws syscall.WaitStatus) bool { return ws.Signaled() && ws.Signal() == syscall.SIGUSR1 }},
+	} {
+		pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", c.script}, &syscall.ProcAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.early {
+			waitFor(t, 5*time.Second, "the child to be a zombie", func() bool { return !pidAlive(pid) })
+		}
+		if ws := waitChild(pid); !c.check(ws) {
+			t.Errorf("%q: wait status %v", c.script, ws)
+		}
+		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+			t.Errorf("%q: the child is not reaped (kill: %v)", c.script, err)
+		}
+	}
 }
