@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,9 +163,15 @@ func TestTextExact(t *testing.T) {
 	if r := e.run(`{"name":"nope","arguments":{}}`, "-text"); r.stdout != `Error: unknown tool "nope"` {
 		t.Errorf("-text of an error: %q", r.stdout)
 	}
-	e.call(startReq("exit 4", "N"))
-	pending := filepath.Join(sessionDir(e.stateDir, ownerKey("N")), "pending", "bash-1")
-	waitFor(t, 10*time.Second, "bash-1's notice", func() bool { _, err := os.Stat(pending); return err == nil })
+	// The task ends only once started: one that ends before its start
+	// is answered has its notice in that answer.
+	gate := filepath.Join(e.dir, "gate")
+	if w := e.call(startReq("until [ -e "+gate+" ]; do sleep 0.01; done; exit 4", "N")); len(w.Notices) != 0 {
+		t.Fatalf("the start's notices: %q", w.Notices)
+	}
+	os.WriteFile(gate, nil, 0o600)
+	running := filepath.Join(sessionDir(e.stateDir, ownerKey("N")), "running", "bash-1")
+	waitFor(t, 10*time.Second, "bash-1 to end", func() bool { _, err := os.Stat(running); return errors.Is(err, fs.ErrNotExist) })
 	if r := e.run(sessionReq("bash", `{"command":"echo x","description":"d"}`, "N"), "-text"); r.stdout != "x\n" {
 		t.Errorf("-text with a notice pending: %q", r.stdout)
 	}
