@@ -34,6 +34,8 @@ type invocation struct {
 	// the start of a wait (aborts).
 	abort  chan os.Signal
 	listen func()
+	// swept: the dead calls' leftovers are stopped (sweep).
+	swept bool
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
 	// reaper ties the tasks of one owner to the life of a process (the
@@ -174,7 +176,14 @@ func writeResponse(w io.Writer, r *response, textOnly bool) error {
 // response; nothing here ends the process.
 func (inv *invocation) handle(req *request) *response {
 	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
-	inv.stopDeadCalls()
+	// What dead calls left running is stopped first, except by a bash
+	// call: that does it once its command's process exists
+	// (whileStarting), or before it waits for an approval, and at the
+	// latest here, once it is answered.
+	if req.Name != "bash" {
+		inv.sweep()
+	}
+	defer inv.sweep()
 	var err error
 	if t, ok := lookupTool(req.Name); ok {
 		err = t.handle(inv, req, resp)
@@ -288,11 +297,21 @@ func (inv *invocation) bash(req *request, resp *response) error {
 }
 
 // whileStarting is what a foreground call does once its command's
-// process exists: SIGINT and SIGTERM are caught from then on, and the
+// process exists, while the command starts: SIGINT and SIGTERM are
+// caught from then on, dead calls' leftovers are stopped, and the
 // response's encoder is made ready.
 func (inv *invocation) whileStarting() {
 	inv.aborts()
+	inv.sweep()
 	warmEncoder()
+}
+
+// sweep stops what dead calls left running, once an invocation.
+func (inv *invocation) sweep() {
+	if !inv.swept {
+		inv.swept = true
+		inv.stopDeadCalls()
+	}
 }
 
 // aborts is the call's abort channel, listened for from now on.

@@ -53,6 +53,7 @@ func (inv *invocation) approve(req *request, a *bashArgs, resp *response) error 
 // is no answer (""). An abort stops it and aborts the call.
 func (inv *invocation) askApprover(request []byte) (string, error) {
 	abort := inv.aborts() // before the approver runs: an abort stops it
+	inv.sweep()           // not after a wait that can take minutes
 	argv := inv.cfg.Approval.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer

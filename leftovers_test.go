@@ -136,6 +136,18 @@ func TestOrphanPidReuse(t *testing.T) {
 // leaves its command's processes, those that left its session or its
 // output too, running only until the next invocation with its state dir.
 func TestKilledCallLeavesNothing(t *testing.T) {
+	// A bash call stops them once its command exists, or once it is
+	// answered when it starts none; any other call first.
+	for name, next := range map[string]string{
+		"bash_list":  sessionReq("bash_list", "{}", ""),
+		"foreground": bashReq("true", ""),
+		"refused":    bashReq("", ""),
+	} {
+		t.Run(name, func(t *testing.T) { killedCallLeavesNothing(t, next) })
+	}
+}
+
+func killedCallLeavesNothing(t *testing.T, next string) {
 	e := newTestEnv(t, "")
 	c := e.cmd()
 	c.Stdin = strings.NewReader(bashReq(`sleep 1000 & echo $! > p1; (setsid sleep 1000 & echo $! > p2); (sleep 1000 & echo $! > p3)
@@ -145,7 +157,7 @@ sleep 1000 > /dev/null 2>&1 & echo $! > p4; echo $(cat p1 p2 p3 p4) $$ > pids; e
 	}
 	pids := readPIDs(t, filepath.Join(e.workspace, "pids"))
 	defer killAll(pids)
-	e.call(sessionReq("bash_list", "{}", "")) // a call that lives is left alone
+	e.call(next) // a call that lives is left alone
 	for _, pid := range pids {
 		if !pidAlive(pid) {
 			t.Fatalf("pid %d of a running call was stopped by another invocation", pid)
@@ -153,7 +165,7 @@ sleep 1000 > /dev/null 2>&1 & echo $! > p4; echo $(cat p1 p2 p3 p4) $$ > pids; e
 	}
 	c.Process.Kill()
 	c.Wait()
-	e.call(sessionReq("bash_list", "{}", ""))
+	e.call(next)
 	for _, pid := range pids {
 		waitFor(t, 5*time.Second, fmt.Sprintf("pid %d of %v to be stopped", pid, pids), func() bool { return !pidAlive(pid) })
 	}
