@@ -19,6 +19,9 @@ import (
 // first outcome is the one this test is after: the command then dies by
 // its parent-death signal.
 func TestSignalAtFork(t *testing.T) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d/children", os.Getpid())); err != nil {
+		t.Skip("the kernel lists no children in /proc (CONFIG_PROC_CHILDREN):", err)
+	}
 	t.Run("unconfined", func(t *testing.T) { signalAtFork(t, newTestEnv(t, "")) })
 	t.Run("confined", func(t *testing.T) { signalAtFork(t, newConfinedEnv(t, "")) })
 }
