@@ -296,32 +296,6 @@ func (inv *invocation) bash(req *request, resp *response) error {
 	return inv.foreground(p, resp)
 }
 
-// whileStarting is what a foreground call does once its command's
-// process exists, while the command starts: SIGINT and SIGTERM are
-// caught from then on, dead calls' leftovers are stopped, and the
-// response's encoder is made ready.
-func (inv *invocation) whileStarting() {
-	inv.aborts()
-	inv.sweep()
-	warmEncoder()
-}
-
-// sweep stops what dead calls left running, once an invocation.
-func (inv *invocation) sweep() {
-	if !inv.swept {
-		inv.swept = true
-		inv.stopDeadCalls()
-	}
-}
-
-// aborts is the call's abort channel, listened for from now on.
-func (inv *invocation) aborts() chan os.Signal {
-	if inv.listen != nil {
-		inv.listen()
-	}
-	return inv.abort
-}
-
 // sandboxes reports whether the executor confines by default, which is
 // what makes escalation exist at all (PROTOCOL.md section 7).
 func (inv *invocation) sandboxes() bool { return inv.cfg.Sandbox.Mode != modeFullAccess }

@@ -96,3 +96,21 @@ func (s *callSignals) stop() {
 	signal.Stop(s.caught)
 	close(s.caught)
 }
+
+// whileStarting is what a foreground call does once its command's
+// process exists, while the command starts: SIGINT and SIGTERM are
+// caught from then on, dead calls' leftovers are stopped, and the
+// response's encoder is made ready.
+func (inv *invocation) whileStarting() {
+	inv.aborts()
+	inv.sweep()
+	warmEncoder()
+}
+
+// aborts is the call's abort channel, listened for from now on.
+func (inv *invocation) aborts() chan os.Signal {
+	if inv.listen != nil {
+		inv.listen()
+	}
+	return inv.abort
+}
