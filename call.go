@@ -29,13 +29,9 @@ type invocation struct {
 	// others are bashcall's other directories a confined call withholds
 	// and protects (ownDirs), read once a call is to be confined.
 	others []string
-	// abort delivers SIGINT and SIGTERM while a call is answered, once
-	// listen has run (signals.go): from the fork of its command, or from
-	// the start of a wait (aborts).
-	abort  chan os.Signal
-	listen func()
-	// swept: the dead calls' leftovers are stopped (sweep).
-	swept bool
+	// abort delivers SIGINT and SIGTERM while a call is answered
+	// (signals.go).
+	abort chan os.Signal
 	// progress streams a foreground run's output to bashcall mcp.
 	progress *progressFeed
 	// reaper ties the tasks of one owner to the life of a process (the
@@ -67,9 +63,6 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 		return answerFailure(data, rerr, stdout, *textFlag, err)
 	}
 	sigs := catchSignals()
-	if *warmFlag {
-		sigs.listen() // before its request comes
-	}
 	if testOnlyInProcess {
 		defer sigs.stop()
 	}
@@ -119,7 +112,7 @@ func runCall(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	inv.abort, inv.listen = sigs.arm(), sigs.listen
+	inv.abort = sigs.arm()
 	inv.textOnly = *textFlag
 	err = writeResponse(stdout, inv.handle(req), *textFlag)
 	releaseStdout(stdout)
@@ -176,14 +169,7 @@ func writeResponse(w io.Writer, r *response, textOnly bool) error {
 // response; nothing here ends the process.
 func (inv *invocation) handle(req *request) *response {
 	resp := &response{ID: req.ID, Name: req.Name, Present: &presentation{}}
-	// What dead calls left running is stopped first, except by a bash
-	// call: that does it once its command's process exists
-	// (whileStarting), or before it waits for an approval, and at the
-	// latest here, once it is answered.
-	if req.Name != "bash" {
-		inv.sweep()
-	}
-	defer inv.sweep()
+	inv.stopDeadCalls()
 	var err error
 	if t, ok := lookupTool(req.Name); ok {
 		err = t.handle(inv, req, resp)
@@ -404,7 +390,7 @@ func (inv *invocation) foreground(p *callPlan, resp *response) error {
 	out, err := runCommand(&runSpec{
 		Argv: p.argv, Dir: p.workdir, Env: p.env, Stdout: outW, Stderr: errW,
 		Timeout: time.Duration(p.timeoutMs) * time.Millisecond, Grace: inv.grace(),
-		Abort: inv.abort, Forked: inv.whileStarting, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
+		Abort: inv.abort, Forked: warmEncoder, Launcher: p.sandbox.confined(), NS: p.sandbox.NS, GoLauncher: p.sandbox.GoLauncher, Subreaper: true, Track: call.track,
 		WithoutNS: func() ([]string, error) { return p.sandbox.withoutNamespace(p.command) },
 	})
 	endProgress()

@@ -126,14 +126,6 @@ func (c *callTracker) done() {
 	}
 }
 
-// sweep stops what dead calls left running, once an invocation.
-func (inv *invocation) sweep() {
-	if !inv.swept {
-		inv.swept = true
-		inv.stopDeadCalls()
-	}
-}
-
 // stopDeadCalls stops what is left of the calls whose bashcall is gone.
 func (inv *invocation) stopDeadCalls() {
 	d, err := os.Open(inv.callsDir())

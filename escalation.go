@@ -52,8 +52,6 @@ func (inv *invocation) approve(req *request, a *bashArgs, resp *response) error 
 // reads one word. A failure, a hang past timeout_ms or any other answer
 // is no answer (""). An abort stops it and aborts the call.
 func (inv *invocation) askApprover(request []byte) (string, error) {
-	abort := inv.aborts() // before the approver runs: an abort stops it
-	inv.sweep()           // not after a wait that can take minutes
 	argv := inv.cfg.Approval.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer
@@ -75,7 +73,7 @@ func (inv *invocation) askApprover(request []byte) (string, error) {
 		}
 		return strings.TrimSpace(out.String()), nil
 	case <-timer.C:
-	case <-abort:
+	case <-inv.abort:
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		return "", errAborted()

@@ -136,8 +136,8 @@ func TestOrphanPidReuse(t *testing.T) {
 // leaves its command's processes, those that left its session or its
 // output too, running only until the next invocation with its state dir.
 func TestKilledCallLeavesNothing(t *testing.T) {
-	// A bash call stops them once its command exists, or once it is
-	// answered when it starts none; any other call first.
+	// Whatever the next call is: one that lists, one that runs a
+	// command, one refused before it could.
 	for name, next := range map[string]string{
 		"bash_list":  sessionReq("bash_list", "{}", ""),
 		"foreground": bashReq("true", ""),

@@ -1,22 +1,17 @@
 package main
 
 // SIGINT and SIGTERM for a call. They abort the call once it is armed
-// (its request read and parsed) and bashcall listens for them: the
-// command's tree is stopped and the answer says so. Before that, they end
-// the process, killed by the signal and having written nothing, as an
-// uncaught signal does. A SIGINT ignored since the process started stays
-// ignored until the call is armed.
+// (its request read and parsed): the command's tree is stopped and the
+// answer says so. Before that, they end the process, killed by the
+// signal and having written nothing, as an uncaught signal does. A SIGINT
+// ignored since the process started stays ignored until then.
 //
-// A process's first signal.Notify starts the runtime's signal thread and
-// updates its mask through it, two round trips per signal to another
-// thread: about 0.1 ms. A call started for its request listens from the
-// moment its command's process exists (runSpec.Forked), so that this is
-// paid while the command starts, or when a wait begins (an approval, a
-// bash_output or bash_wait wait): until then a signal ends it with
-// nothing started, or, just after the fork, with its command killed by
-// the parent-death signal. A server's warm child listens from its start,
-// before its request comes; until its call is armed the relay does what
-// the uncaught signal would.
+// They are caught from the start of the process, not from the moment the
+// call is armed: a process's first signal.Notify starts the runtime's
+// signal thread and updates its mask through it, two round trips per
+// signal to another thread, which a server's warm child then does before
+// its request comes. Until the call is armed the relay does what the
+// uncaught signal would.
 
 import (
 	"os"
@@ -30,31 +25,20 @@ type callSignals struct {
 	caught     chan os.Signal
 	intIgnored bool // SIGINT was ignored when the process started
 
-	mu        sync.Mutex
-	listening bool
-	abort     chan os.Signal // nil until armed
+	mu    sync.Mutex
+	abort chan os.Signal // nil until armed
 }
 
-// catchSignals is the call's signals, not yet listened for.
+// catchSignals starts catching SIGTERM, and SIGINT unless it is ignored.
 func catchSignals() *callSignals {
-	return &callSignals{caught: make(chan os.Signal, 2), intIgnored: signal.Ignored(syscall.SIGINT)}
-}
-
-// listen starts catching SIGTERM, and SIGINT unless it is ignored and
-// the call not armed. Only the first call does anything.
-func (s *callSignals) listen() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.listening {
-		return
-	}
-	s.listening = true
-	if s.intIgnored && s.abort == nil {
+	s := &callSignals{caught: make(chan os.Signal, 2), intIgnored: signal.Ignored(syscall.SIGINT)}
+	if s.intIgnored {
 		signal.Notify(s.caught, syscall.SIGTERM)
 	} else {
 		signal.Notify(s.caught, syscall.SIGINT, syscall.SIGTERM)
 	}
 	go s.relay()
+	return s
 }
 
 // relay hands each signal to the armed call, or ends the process with it.
@@ -78,13 +62,13 @@ func (s *callSignals) relay() {
 	}
 }
 
-// arm makes SIGINT and SIGTERM abort the call once it listens, and
-// returns the channel that delivers them.
+// arm makes SIGINT and SIGTERM abort the call from now on, and returns
+// the channel that delivers them.
 func (s *callSignals) arm() chan os.Signal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.abort = make(chan os.Signal, 2)
-	if s.listening && s.intIgnored {
+	if s.intIgnored {
 		signal.Notify(s.caught, syscall.SIGINT)
 	}
 	return s.abort
@@ -95,22 +79,4 @@ func (s *callSignals) arm() chan os.Signal {
 func (s *callSignals) stop() {
 	signal.Stop(s.caught)
 	close(s.caught)
-}
-
-// whileStarting is what a foreground call does once its command's
-// process exists, while the command starts: SIGINT and SIGTERM are
-// caught from then on, dead calls' leftovers are stopped, and the
-// response's encoder is made ready.
-func (inv *invocation) whileStarting() {
-	inv.aborts()
-	inv.sweep()
-	warmEncoder()
-}
-
-// aborts is the call's abort channel, listened for from now on.
-func (inv *invocation) aborts() chan os.Signal {
-	if inv.listen != nil {
-		inv.listen()
-	}
-	return inv.abort
 }

@@ -32,7 +32,7 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 			timeout = a.TimeoutMs
 		}
 		timeout = min(timeout, inv.cfg.Background.MaxWaitTimeoutMs)
-		final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.aborts())
+		final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.abort)
 	}
 	r, err := t.consume(final != nil)
 	if err != nil {
@@ -88,7 +88,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		// here only if it has not settled by then (its killer died).
 		wait := time.Duration(t.meta.GraceMs)*time.Millisecond + 6*time.Second
 		deadline := time.Now().Add(wait)
-		if t.waitSettled(wait, inv.aborts()) == nil && !time.Now().Before(deadline) { // not aborted
+		if t.waitSettled(wait, inv.abort) == nil && !time.Now().Before(deadline) { // not aborted
 			err = t.stop()
 		}
 	} else {
