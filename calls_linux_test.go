@@ -236,3 +236,41 @@ func warmOnce(t *testing.T, e *testEnv) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// TestSweepFromDeadCallsSession: a call made from inside the session of
+// a dead call's leftovers (a hook that a killed call's command started
+// with setsid runs bashcall) stops those leftovers but keeps its own
+// command: the sweep is done before the call starts anything, since it
+// spares only bashcall and its ancestors.
+func TestSweepFromDeadCallsSession(t *testing.T) {
+	e := newTestEnv(t, "")
+	defer killInDir(e.workspace)
+	b := e.cmd()
+	inner := filepath.Join(e.dir, "inner.sh")
+	out := filepath.Join(e.dir, "inner.json")
+	os.WriteFile(filepath.Join(e.dir, "inner-req.json"), []byte(bashReq("sleep 0.5; echo inner-done", "")), 0o600)
+	started := filepath.Join(e.dir, "started")
+	script := ": > " + shellQuote(started) + "; sleep 1000 & sleep 0.5\nBASHCALL_TEST_MAIN=1 exec"
+	for _, a := range b.Args {
+		script += " " + shellQuote(a)
+	}
+	script += " < " + shellQuote(filepath.Join(e.dir, "inner-req.json")) + " > " + shellQuote(out) + " 2>&1\n"
+	os.WriteFile(inner, []byte(script), 0o700)
+	c := e.cmd()
+	c.Stdin = strings.NewReader(bashReq("setsid bash "+shellQuote(inner)+" & exec sleep 1000", ""))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the hook to start", func() bool { _, err := os.Stat(started); return err == nil })
+	c.Process.Kill()
+	c.Wait()
+	waitFor(t, 10*time.Second, "the inner call's answer", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.HasSuffix(string(b), "}\n")
+	})
+	answer, _ := os.ReadFile(out)
+	if r := decodeResponse(t, string(answer)); r.IsError || r.text() != "inner-done\n" {
+		t.Errorf("the inner call answered %q", r.text())
+	}
+	waitFor(t, 5*time.Second, "the dead call's leftovers to be stopped", func() bool { return len(procsInDir(e.workspace)) == 0 })
+}
