@@ -105,8 +105,14 @@ func openPTY(t *testing.T) (*os.File, string) {
 }
 
 // TestWaitChild: waitChild gives a child's exit status or signal, for a
-// child that ends while it waits and for one already a zombie.
+// child that ends while it waits and for one already a zombie, through
+// the pidfd and through the blocking wait4 of a kernel without one.
 func TestWaitChild(t *testing.T) {
+	t.Run("pidfd", func(t *testing.T) { testWaitChild(t, waitChild) })
+	t.Run("wait4", func(t *testing.T) { testWaitChild(t, waitChildBlocking) })
+}
+
+func testWaitChild(t *testing.T, wait func(int) syscall.WaitStatus) {
 	for _, c := range []struct {
 		script string
 		early  bool
@@ -123,7 +129,7 @@ func TestWaitChild(t *testing.T) {
 		if c.early {
 			waitFor(t, 5*time.Second, "the child to be a zombie", func() bool { return !pidAlive(pid) })
 		}
-		if ws := waitChild(pid); !c.check(ws) {
+		if ws := wait(pid); !c.check(ws) {
 			t.Errorf("%q: wait status %v", c.script, ws)
 		}
 		if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
