@@ -86,6 +86,14 @@ func (t *task) record(f *taskFinal) error {
 	return nil
 }
 
+// noticeDue files the task's completion notice for its owner again.
+func (t *task) noticeDue() {
+	if t.meta.Owner != "" {
+		stateDir := filepath.Dir(filepath.Dir(t.dir))
+		touch(filepath.Join(sessionDir(stateDir, t.meta.Owner), "pending", t.id))
+	}
+}
+
 // statusReserveSize is the room kept for a final status.
 const statusReserveSize = 4096
 
