@@ -52,7 +52,7 @@ func taskSpillCap(t *task) *spillCap {
 	if limit <= 0 {
 		limit = defaultConfig().MaxSpillTotalBytes
 	}
-	return &spillCap{stateDir: filepath.Dir(filepath.Dir(t.dir)), limit: limit}
+	return &spillCap{stateDir: t.stateDir(), limit: limit}
 }
 
 // step is the largest grant beyond what a copy holds: small against the

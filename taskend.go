@@ -81,16 +81,17 @@ func (t *task) record(f *taskFinal) error {
 			return err
 		}
 	}
-	stateDir := filepath.Dir(filepath.Dir(t.dir))
-	os.Remove(filepath.Join(sessionDir(stateDir, t.meta.Owner), "running", t.id))
+	os.Remove(filepath.Join(sessionDir(t.stateDir(), t.meta.Owner), "running", t.id))
 	return nil
 }
+
+// stateDir is the state dir the task is in (its dir is STATEDIR/tasks/ID).
+func (t *task) stateDir() string { return filepath.Dir(filepath.Dir(t.dir)) }
 
 // noticeDue files the task's completion notice for its owner again.
 func (t *task) noticeDue() {
 	if t.meta.Owner != "" {
-		stateDir := filepath.Dir(filepath.Dir(t.dir))
-		touch(filepath.Join(sessionDir(stateDir, t.meta.Owner), "pending", t.id))
+		touch(filepath.Join(sessionDir(t.stateDir(), t.meta.Owner), "pending", t.id))
 	}
 }
 

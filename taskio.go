@@ -66,7 +66,7 @@ func openTaskStreams(t *task, complete bool) (s [2]*diskStream, err error) {
 		if !complete {
 			continue
 		}
-		spillDir, err := privateDir(filepath.Dir(filepath.Dir(t.dir)), "spill")
+		spillDir, err := privateDir(t.stateDir(), "spill")
 		if err != nil {
 			continue // no complete copy
 		}
