@@ -167,32 +167,3 @@ func TestKillWhileGC(t *testing.T) {
 		}
 	}
 }
-
-// TestKillerDiedBeforeSignal: a bash_kill that ended between its marker
-// and its signal (killed itself, say) leaves the marker and has taken the
-// task's notice. The task, never signalled, ends on its own: it is
-// recorded completed with its exit code, not killed, and its notice
-// reaches its owner.
-func TestKillerDiedBeforeSignal(t *testing.T) {
-	e := newTestEnv(t, "")
-	gate := filepath.Join(e.dir, "gate")
-	id := e.start("until [ -e "+shellQuote(gate)+" ]; do sleep 0.01; done; exit 3", "A")
-	dir := filepath.Join(e.stateDir, "tasks", id)
-	// What the killer had done: the marker made, the notice taken.
-	if err := os.Rename(filepath.Join(dir, "kill.reserve"), filepath.Join(dir, "kill")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(sessionDir(e.stateDir, ownerKey("A")), "pending", id)); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(gate, nil, 0o600)
-	waitFor(t, 10*time.Second, "the task to end", func() bool { return fileExists(filepath.Join(dir, "status.json")) })
-	r := e.call(sessionReq("bash_list", "{}", "A"))
-	if len(r.Notices) != 1 || !strings.Contains(r.Notices[0], id) || !strings.Contains(r.Notices[0], "exit code: 3") {
-		t.Errorf("the notices: %q", r.Notices)
-	}
-	got := e.call(outputReq(id, "A", "")).text()
-	if want := statusLine(taskStatus{State: stateCompleted, ExitCode: 3}); !strings.HasSuffix(got, want) {
-		t.Errorf("the task reads %q, want it to end %q", got, want)
-	}
-}

@@ -293,16 +293,8 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort chan os.Signal) (*t
 		final.Signal = signalName(out.Signal)
 		if out.Signal == 0 {
 			final.ExitCode = out.ExitCode
-			switch {
-			case killErr != nil:
+			if killErr != nil {
 				final.State = stateCompleted
-			case !out.Aborted:
-				// A marker, but no stop asked of this supervisor: a
-				// bash_kill that ended before its signal. The command
-				// ended on its own, and the notice that kill took is
-				// due again.
-				final.State = stateCompleted
-				t.noticeDue()
 			}
 		}
 		code := &final.ExitCode

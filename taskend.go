@@ -88,13 +88,6 @@ func (t *task) record(f *taskFinal) error {
 // stateDir is the state dir the task is in (its dir is STATEDIR/tasks/ID).
 func (t *task) stateDir() string { return filepath.Dir(filepath.Dir(t.dir)) }
 
-// noticeDue files the task's completion notice for its owner again.
-func (t *task) noticeDue() {
-	if t.meta.Owner != "" {
-		touch(filepath.Join(sessionDir(t.stateDir(), t.meta.Owner), "pending", t.id))
-	}
-}
-
 // statusReserveSize is the room kept for a final status.
 const statusReserveSize = 4096
 
