@@ -167,3 +167,60 @@ func TestKillWhileGC(t *testing.T) {
 		}
 	}
 }
+
+// TestKillerDiedBeforeSignal: a bash_kill that ended between its marker
+// and its signal (killed itself, say) leaves the marker and holds the
+// task's notice. The task, never signalled, ends on its own: it is
+// recorded as it ended (completed with its exit code, or killed by the
+// signal it died of), and its notice reaches its owner, once.
+func TestKillerDiedBeforeSignal(t *testing.T) {
+	for _, c := range []struct{ end, status, notice string }{
+		{"exit 3", statusLine(taskStatus{State: stateCompleted, ExitCode: 3}), "completed, exit code: 3"},
+		{"kill -KILL $$", statusLine(taskStatus{State: stateKilled, Signal: "SIGKILL"}), "killed by SIGKILL"},
+	} {
+		e := newTestEnv(t, "")
+		gate := filepath.Join(e.dir, "gate")
+		id := e.start("until [ -e "+shellQuote(gate)+" ]; do sleep 0.01; done; "+c.end, "A")
+		dir := filepath.Join(e.stateDir, "tasks", id)
+		// What the killer had done: the marker made, the notice held.
+		if err := os.Rename(filepath.Join(dir, "kill.reserve"), filepath.Join(dir, "kill")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(sessionDir(e.stateDir, ownerKey("A")), "pending", id), filepath.Join(dir, "notice.held")); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(gate, nil, 0o600)
+		waitFor(t, 10*time.Second, "the task to end", func() bool { return fileExists(filepath.Join(dir, "status.json")) })
+		var notices []string
+		for i := 0; i < 2; i++ {
+			notices = append(notices, e.call(sessionReq("bash_list", "{}", "A")).Notices...)
+		}
+		if len(notices) != 1 || !strings.Contains(notices[0], id) || !strings.Contains(notices[0], c.notice) {
+			t.Errorf("%s: the notices: %q", c.end, notices)
+		}
+		if got := e.call(outputReq(id, "A", "")).text(); !strings.HasSuffix(got, c.status) {
+			t.Errorf("%s: the task reads %q, want it to end %q", c.end, got, c.status)
+		}
+	}
+}
+
+// TestKillWhileDraining: a bash_kill that comes once the task's shell has
+// exited, while a process it left still holds the output, stops that
+// process and records the task killed, with no notice: the stop reached
+// the supervisor while it drained the pipes.
+func TestKillWhileDraining(t *testing.T) {
+	e := newTestEnv(t, "")
+	id := e.start("(sleep 1.5; echo late) & echo early; exit 0", "A")
+	waitFor(t, 10*time.Second, "the shell's output", func() bool { return fileSize(e.taskFull(id, "stdout")) > 0 })
+	time.Sleep(200 * time.Millisecond) // the shell has exited
+	if got := e.call(killReq(id, "A")); got.text() != textKilled(id) || len(got.Notices) != 0 {
+		t.Errorf("bash_kill answered %q with notices %q", got.text(), got.Notices)
+	}
+	got := e.call(outputReq(id, "A", ""))
+	if !strings.HasSuffix(got.text(), statusLine(taskStatus{State: stateKilled, Signal: "SIGKILL"})) && !strings.HasSuffix(got.text(), statusLine(taskStatus{State: stateKilled})) {
+		t.Errorf("the task reads %q", got.text())
+	}
+	if strings.Contains(got.text(), "late") || len(got.Notices) != 0 {
+		t.Errorf("after the kill: %q, notices %q", got.text(), got.Notices)
+	}
+}

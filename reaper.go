@@ -60,7 +60,7 @@ func (r *reaperTie) of(owner string) *procRecord {
 
 // watchReaper stops the task, as bash_kill would, once its reaper has
 // ended; at once if it has already.
-func (t *task) watchReaper(abort chan<- os.Signal) {
+func (t *task) watchReaper(stops *stopRequests) {
 	r := t.meta.Reaper
 	if r == nil {
 		return
@@ -72,9 +72,6 @@ func (t *task) watchReaper(abort chan<- os.Signal) {
 			w.wait(time.Minute)
 		}
 		t.markKilled()
-		select {
-		case abort <- syscall.SIGTERM:
-		default: // stops are pending already
-		}
+		stops.ask(syscall.SIGTERM)
 	}()
 }

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -158,8 +159,7 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 	}
 	// Catch bash_kill's SIGTERM from the first moment the supervisor is on
 	// record: one arriving before the command starts stops it at once.
-	abort := make(chan os.Signal, 2)
-	signal.Notify(abort, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	stops := catchStops()
 	inv := &invocation{stateDir: args[0]}
 	t, err := inv.loadTask(args[1])
 	if err != nil {
@@ -171,16 +171,47 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 		answer("error: " + err.Error())
 		return err
 	}
-	t.watchReaper(abort)
+	t.watchReaper(stops)
 	// Once the command has run, or could not, the starter is answered "ok"
 	// (after the status is recorded, when it ended at once).
 	defer answer("ok")
-	final, err := t.supervise(spec, func() { answer("ok") }, abort)
+	final, err := t.supervise(spec, func() { answer("ok") }, stops)
 	if err != nil {
 		answer("error: " + err.Error())
 		return err
 	}
 	return t.recordRetrying(final)
+}
+
+// stopRequests are the stops asked of a supervisor: bash_kill's SIGTERM
+// (or a SIGINT or SIGHUP), its reaper's end, a replanted git file. asked
+// is set before a stop is handed to the run, so that one it takes at any
+// point (while it drains the pipes too), or not at all, is counted.
+type stopRequests struct {
+	abort chan os.Signal
+	asked atomic.Bool
+}
+
+// catchStops catches the signals that stop a supervisor.
+func catchStops() *stopRequests {
+	s := &stopRequests{abort: make(chan os.Signal, 2)}
+	caught := make(chan os.Signal, 2)
+	signal.Notify(caught, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		for sig := range caught {
+			s.ask(sig)
+		}
+	}()
+	return s
+}
+
+// ask asks the run to stop.
+func (s *stopRequests) ask(sig os.Signal) {
+	s.asked.Store(true)
+	select {
+	case s.abort <- sig:
+	default: // stops are pending already
+	}
 }
 
 // answerOnce writes the first answer it is given to the ready pipe, and
@@ -237,7 +268,7 @@ func (t *task) recordRetrying(f *taskFinal) error {
 }
 
 // supervise runs the command and returns its final status.
-func (t *task) supervise(spec *taskSpec, ready func(), abort chan os.Signal) (*taskFinal, error) {
+func (t *task) supervise(spec *taskSpec, ready func(), stops *stopRequests) (*taskFinal, error) {
 	outs, err := openTaskStreams(t, true)
 	if err != nil {
 		return nil, err
@@ -250,15 +281,10 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort chan os.Signal) (*t
 	sweep := func() []string { return nil }
 	// A task that plants protected git files again after a sweep put one
 	// back is stopped as bash_kill's SIGTERM would.
-	replanted := func() {
-		select {
-		case abort <- syscall.SIGTERM:
-		default: // stops are pending already
-		}
-	}
+	replanted := func() { stops.ask(syscall.SIGTERM) }
 	out, err := runCommand(&runSpec{
 		Argv: spec.Argv, Dir: spec.Dir, Env: spec.Env, Stdout: outs[0], Stderr: outs[1],
-		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: abort,
+		Grace: time.Duration(t.meta.GraceMs) * time.Millisecond, Abort: stops.abort,
 		Launcher: spec.Launcher, NS: spec.NS, GoLauncher: spec.Plan != nil && spec.Plan.GoLauncher, Subreaper: true, FreezeLeader: true,
 		WithoutNS: func() ([]string, error) {
 			if spec.Plan == nil {
@@ -289,11 +315,18 @@ func (t *task) supervise(spec *taskSpec, ready func(), abort chan os.Signal) (*t
 		final.Sandbox.RunnerFailed = true
 		final.Note = "the sandbox runner failed"
 	default:
+		// The marker says a stop was meant, the stop asked of this
+		// supervisor that it came: a marker alone is a bash_kill that
+		// ended before its signal, whose notice is due again.
 		_, killErr := os.Lstat(filepath.Join(t.dir, "kill"))
+		stopped := killErr == nil && stops.asked.Load()
+		if killErr == nil && !stopped {
+			t.giveNoticeBack()
+		}
 		final.Signal = signalName(out.Signal)
 		if out.Signal == 0 {
 			final.ExitCode = out.ExitCode
-			if killErr != nil {
+			if !stopped {
 				final.State = stateCompleted
 			}
 		}

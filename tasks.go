@@ -308,6 +308,20 @@ func (inv *invocation) consumeNotice(t *task) bool {
 	return t.meta.Owner != "" && os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), "pending", t.id)) == nil
 }
 
+// holdNotice takes a pending notice into the task's directory, where
+// giveNoticeBack finds it; true for the one caller that took it.
+func (inv *invocation) holdNotice(t *task) bool {
+	return t.meta.Owner != "" && os.Rename(filepath.Join(inv.sessionDir(t.meta.Owner), "pending", t.id), filepath.Join(t.dir, "notice.held")) == nil
+}
+
+// giveNoticeBack makes a held notice pending again. Renamed, it is given
+// back once, whoever of a kill and the supervisor tries first.
+func (t *task) giveNoticeBack() {
+	if t.meta.Owner != "" {
+		os.Rename(filepath.Join(t.dir, "notice.held"), filepath.Join(sessionDir(t.stateDir(), t.meta.Owner), "pending", t.id))
+	}
+}
+
 // takeNotices delivers, once, the notices of the owner's settled tasks.
 func (inv *invocation) takeNotices(key string) []string {
 	var notices []string

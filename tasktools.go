@@ -81,7 +81,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	}
 	// A killed task carries no notice; the kill that made the marker
 	// takes it (and gives it back if the task is not stopped after all).
-	consumed := (ours || !marked) && inv.consumeNotice(t)
+	consumed := (ours || !marked) && inv.holdNotice(t)
 	if marked && !ours {
 		// Another bash_kill is stopping it: a second SIGTERM would cut
 		// the command's grace short. Wait for that one, and stop the task
@@ -100,7 +100,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		// marker before there was one): it was not killed, and its
 		// notice is still due.
 		if consumed {
-			inv.fileUnder(t, "pending")
+			t.giveNoticeBack()
 		}
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
@@ -115,7 +115,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 			os.Rename(filepath.Join(t.dir, "kill"), filepath.Join(t.dir, "kill.reserve"))
 		}
 		if consumed { // give the notice back
-			inv.fileUnder(t, "pending")
+			t.giveNoticeBack()
 		}
 		why := "it did not stop"
 		if err != nil {
