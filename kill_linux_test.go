@@ -172,19 +172,28 @@ func TestKillWhileGC(t *testing.T) {
 // and its signal (killed itself, say) leaves the marker and holds the
 // task's notice. The task, never signalled, ends on its own: it is
 // recorded as it ended (completed with its exit code, or killed by the
-// signal it died of), and its notice reaches its owner, once.
+// signal it died of), and its notice reaches its owner, once. So too when
+// the supervisor's verdict came before that kill's marker: the notice
+// held by then is given back once the status is recorded.
 func TestKillerDiedBeforeSignal(t *testing.T) {
-	for _, c := range []struct{ end, status, notice string }{
-		{"exit 3", statusLine(taskStatus{State: stateCompleted, ExitCode: 3}), "completed, exit code: 3"},
-		{"kill -KILL $$", statusLine(taskStatus{State: stateKilled, Signal: "SIGKILL"}), "killed by SIGKILL"},
+	for _, c := range []struct {
+		end, status, notice string
+		marked              bool
+	}{
+		{"exit 3", statusLine(taskStatus{State: stateCompleted, ExitCode: 3}), "completed, exit code: 3", true},
+		{"kill -KILL $$", statusLine(taskStatus{State: stateKilled, Signal: "SIGKILL"}), "killed by SIGKILL", true},
+		{"exit 4", statusLine(taskStatus{State: stateCompleted, ExitCode: 4}), "completed, exit code: 4", false},
 	} {
 		e := newTestEnv(t, "")
 		gate := filepath.Join(e.dir, "gate")
 		id := e.start("until [ -e "+shellQuote(gate)+" ]; do sleep 0.01; done; "+c.end, "A")
 		dir := filepath.Join(e.stateDir, "tasks", id)
-		// What the killer had done: the marker made, the notice held.
-		if err := os.Rename(filepath.Join(dir, "kill.reserve"), filepath.Join(dir, "kill")); err != nil {
-			t.Fatal(err)
+		// What the killer had done: the marker made (unless after the
+		// verdict), the notice held.
+		if c.marked {
+			if err := os.Rename(filepath.Join(dir, "kill.reserve"), filepath.Join(dir, "kill")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := os.Rename(filepath.Join(sessionDir(e.stateDir, ownerKey("A")), "pending", id), filepath.Join(dir, "notice.held")); err != nil {
 			t.Fatal(err)

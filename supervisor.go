@@ -180,7 +180,11 @@ func runSupervisor(args []string, stdin io.Reader, stdout io.Writer) error {
 		answer("error: " + err.Error())
 		return err
 	}
-	return t.recordRetrying(final)
+	err = t.recordRetrying(final)
+	if final.noticeDue {
+		t.giveNoticeBack()
+	}
+	return err
 }
 
 // stopRequests are the stops asked of a supervisor: bash_kill's SIGTERM
@@ -317,12 +321,11 @@ func (t *task) supervise(spec *taskSpec, ready func(), stops *stopRequests) (*ta
 	default:
 		// The marker says a stop was meant, the stop asked of this
 		// supervisor that it came: a marker alone is a bash_kill that
-		// ended before its signal, whose notice is due again.
+		// ended before its signal. A task not stopped by a kill has its
+		// notice due, whatever a kill holds of it.
 		_, killErr := os.Lstat(filepath.Join(t.dir, "kill"))
 		stopped := killErr == nil && stops.asked.Load()
-		if killErr == nil && !stopped {
-			t.giveNoticeBack()
-		}
+		final.noticeDue = !stopped
 		final.Signal = signalName(out.Signal)
 		if out.Signal == 0 {
 			final.ExitCode = out.ExitCode

@@ -20,6 +20,9 @@ type taskFinal struct {
 	FinishedAt int64         `json:"finishedAt"`
 	Sandbox    *sandboxFacts `json:"sandbox,omitempty"`
 	Note       string        `json:"note,omitempty"`
+	// noticeDue: no kill stopped the task, so a notice a kill holds is
+	// given back once the status is recorded.
+	noticeDue bool
 }
 
 // final returns the task's final status, or nil while it runs. A task

@@ -75,13 +75,19 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		return nil
 	}
 	marked, ours := t.markKilled()
+	// A killed task carries no notice; the kill that made the marker
+	// takes it (and gives it back if the task is not stopped after all).
+	// It takes it before it looks for a status: a supervisor that
+	// recorded one without a stop gives back what was held by then, and
+	// this kill what it took after.
+	consumed := (ours || !marked) && inv.holdNotice(t)
 	if fileExists(filepath.Join(t.dir, "status.json")) { // it settled before the marker existed
+		if consumed {
+			t.giveNoticeBack()
+		}
 		setText(resp, textAlreadyDone(t.id), nil)
 		return nil
 	}
-	// A killed task carries no notice; the kill that made the marker
-	// takes it (and gives it back if the task is not stopped after all).
-	consumed := (ours || !marked) && inv.holdNotice(t)
 	if marked && !ours {
 		// Another bash_kill is stopping it: a second SIGTERM would cut
 		// the command's grace short. Wait for that one, and stop the task
