@@ -168,6 +168,7 @@ func (t *task) stop() error {
 		still := func() bool { return t.supervisorLive(&sup) }
 		if err = signalProcessIf(sup.PID, sup.Start, syscall.SIGTERM, still); err == nil {
 			if t.waitSettled(grace+5*time.Second, nil) != nil {
+				t.waitSupervisorGone(&sup) // and its last step: the notice it gives back
 				return nil
 			}
 			err = signalProcessIf(sup.PID, sup.Start, syscall.SIGKILL, still)
@@ -177,9 +178,7 @@ func (t *task) stop() error {
 	if readJSON(filepath.Join(t.dir, "command.json"), &cmd) == nil {
 		cmd.stop()
 	}
-	for deadline := time.Now().Add(time.Second); t.supervisorLive(&sup) && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	t.waitSupervisorGone(&sup)
 	if t.final() != nil {
 		return nil
 	}
@@ -187,6 +186,13 @@ func (t *task) stop() error {
 		return fmt.Errorf("signalling its supervisor: %w", err)
 	}
 	return nil
+}
+
+// waitSupervisorGone waits, a second at most, for sup to exit.
+func (t *task) waitSupervisorGone(sup *procRecord) {
+	for deadline := time.Now().Add(time.Second); t.supervisorLive(sup) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // supervisorLive reports whether sup, the task's supervisor on record,

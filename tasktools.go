@@ -101,10 +101,13 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		err = t.stop()
 	}
 	f := t.final()
-	if f != nil && f.State != stateKilled {
+	// The supervisor gives back the notice this kill held when no kill
+	// stopped the task, even one that died of a signal of its own.
+	givenBack := consumed && f != nil && !fileExists(filepath.Join(t.dir, "notice.held"))
+	if f != nil && (f.State != stateKilled || givenBack) {
 		// It ended on its own first (the supervisor looked for the
-		// marker before there was one): it was not killed, and its
-		// notice is still due.
+		// marker before there was one, or had not been asked to stop):
+		// it was not killed, and its notice is still due.
 		if consumed {
 			t.giveNoticeBack()
 		}
