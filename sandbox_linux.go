@@ -292,11 +292,8 @@ func namespaceRefusedHere(ns nsKind) bool {
 	if err != nil {
 		return namespaceRefused(err)
 	}
-	for {
-		if _, err := syscall.Wait4(pid, nil, 0, nil); err != syscall.EINTR {
-			return false
-		}
-	}
+	waitChild(pid)
+	return false
 }
 
 // hardenProcess is the first thing every bashcall process does. Every

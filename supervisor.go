@@ -102,11 +102,7 @@ func (inv *invocation) spawnSupervisor(t *task, spec *taskSpec) error {
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		for {
-			if _, err := syscall.Wait4(pid, nil, 0, nil); err != syscall.EINTR {
-				return
-			}
-		}
+		waitChild(pid)
 	}()
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
 		return fmt.Errorf("handing the task to its supervisor: %w", err)

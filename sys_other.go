@@ -120,12 +120,6 @@ func openRegular(p string) (*os.File, error) {
 // kernelPath is errNoProc here: resolveSubmodule walks the path itself.
 func kernelPath(string) (string, error) { return "", errNoProc }
 
-// waitChild reaps the child pid and returns its status.
-func waitChild(pid int) syscall.WaitStatus {
-	var ws syscall.WaitStatus
-	for {
-		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
-			return ws
-		}
-	}
-}
+// waitChild reaps the child pid and returns its status: there is no
+// pidfd here.
+func waitChild(pid int) syscall.WaitStatus { return waitChildBlocking(pid) }
