@@ -163,8 +163,9 @@ func gcFailure(stateDir string, failed []error) error {
 	return fmt.Errorf("gc: what follows could not be removed from the state dir %q:\n%w", stateDir, errors.Join(shown...))
 }
 
-// gcTasks removes the tasks that settled before cutoff, and returns how
-// many it removed and what it could not remove.
+// gcTasks removes the tasks that settled before cutoff and that no tool
+// holds (claimForGC), and returns how many it removed and what it could
+// not remove.
 func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 	names, err := readDirNames(inv.tasksDir())
 	if err != nil {
@@ -181,12 +182,18 @@ func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 		if f == nil || time.UnixMilli(f.FinishedAt).After(cutoff) {
 			continue
 		}
+		claim := claimForGC(t.dir)
+		if claim == nil {
+			continue // a tool is at it: the next gc takes it
+		}
 		for _, sub := range []string{"tasks", "pending", "running"} {
 			if err := os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				failed = append(failed, err)
 			}
 		}
-		if err := os.RemoveAll(t.dir); err != nil {
+		err = os.RemoveAll(t.dir)
+		claim.Close()
+		if err != nil {
 			failed = append(failed, err)
 			continue
 		}

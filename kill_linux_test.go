@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -231,5 +232,98 @@ func TestKillWhileDraining(t *testing.T) {
 	}
 	if strings.Contains(got.text(), "late") || len(got.Notices) != 0 {
 		t.Errorf("after the kill: %q, notices %q", got.text(), got.Notices)
+	}
+}
+
+// lockDir takes an flock of how on dir, as a tool (shared) or gc
+// (exclusive) holds a task's directory; the returned func lets go.
+func lockDir(t *testing.T, dir string, how int) func() {
+	t.Helper()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(d.Fd()), how); err != nil {
+		t.Fatal(err)
+	}
+	return func() { d.Close() }
+}
+
+// TestGCSkipsTaskInUse: gc does not remove a settled task that a tool
+// holds (a kill that has yet to read how the task ended, a read), and
+// removes it once it is let go.
+func TestGCSkipsTaskInUse(t *testing.T) {
+	e := newTestEnv(t, "")
+	id := e.start("true", "A")
+	e.awaitSettled(id)
+	dir := filepath.Join(e.stateDir, "tasks", id)
+	unlock := lockDir(t, dir, syscall.LOCK_SH)
+	out, err := e.cmd("gc", "-older-than", "0s").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "removed 0 finished tasks") || !exists(dir) {
+		t.Errorf("gc beside a tool holding the task: %v, %q; the task is still there: %v", err, out, exists(dir))
+	}
+	unlock()
+	out, err = e.cmd("gc", "-older-than", "0s").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "removed 1 finished tasks") || exists(dir) {
+		t.Errorf("gc once the task is let go: %v, %q; the task is still there: %v", err, out, exists(dir))
+	}
+}
+
+// TestToolsBesideStuckGC: a gc stopped while it holds a task's directory
+// (its exclusive lock) delays bash_output and bash_kill by holdWait at
+// most: they go on without the lock.
+func TestToolsBesideStuckGC(t *testing.T) {
+	e := newTestEnv(t, "")
+	id := e.start("sleep 30", "A")
+	unlock := lockDir(t, filepath.Join(e.stateDir, "tasks", id), syscall.LOCK_EX)
+	defer unlock()
+	start := time.Now()
+	if got := e.call(outputReq(id, "A", "")).text(); !strings.HasSuffix(got, statusLine(taskStatus{State: stateRunning})) {
+		t.Errorf("bash_output beside a stuck gc: %q", got)
+	}
+	if got := e.call(killReq(id, "A")).text(); got != textKilled(id) {
+		t.Errorf("bash_kill beside a stuck gc: %q", got)
+	}
+	if d := time.Since(start); d > 2*holdWait+5*time.Second {
+		t.Errorf("the two calls took %v", d)
+	}
+}
+
+// TestToolsShortOfDescriptors: bash_output and bash_kill run with few
+// descriptors left (ulimit -n from 8 up) answer either as with plenty or
+// that they are short of them: never that a running task is unknown or
+// has already finished, which each check of a process's life would say
+// once it could not open what it looks at.
+func TestToolsShortOfDescriptors(t *testing.T) {
+	e := newTestEnv(t, "")
+	limited := func(n int, req string) string {
+		c := e.cmd()
+		c.Args = append([]string{"bash", "-c", fmt.Sprintf(`ulimit -n %d; exec "$0" "$@"`, n), c.Path}, c.Args[1:]...)
+		c.Path = "/bin/bash"
+		c.Stdin = strings.NewReader(req)
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("with %d descriptors: %v\n%s", n, err, out)
+		}
+		return decodeResponse(t, string(out)).text()
+	}
+	for n := 8; n <= 14; n++ {
+		id := e.start("sleep 30", "A")
+		got := limited(n, outputReq(id, "A", ""))
+		if !strings.HasSuffix(got, statusLine(taskStatus{State: stateRunning})) &&
+			!strings.HasPrefix(got, "Error: internal: reading background task "+id+": fewer than") {
+			t.Errorf("bash_output with %d descriptors: %q", n, got)
+		}
+		got = limited(n, killReq(id, "A"))
+		switch {
+		case got == textKilled(id):
+		case strings.HasPrefix(got, "Error: could not stop background task "+id+" (") && strings.HasSuffix(got, "it is still running: call bash_kill again"):
+			if list := e.call(sessionReq("bash_list", "{}", "A")).text(); !strings.Contains(list, id+" running") {
+				t.Errorf("with %d descriptors, a kill that said the task still runs left it: %q", n, list)
+			}
+			e.call(killReq(id, "A"))
+		default:
+			t.Errorf("bash_kill with %d descriptors: %q", n, got)
+		}
 	}
 }

@@ -73,6 +73,7 @@ type task struct {
 	id   string
 	dir  string
 	meta taskMeta
+	held *os.File // its directory, locked while a tool works on it (taskhold.go)
 }
 
 func (inv *invocation) tasksDir() string { return filepath.Join(inv.stateDir, "tasks") }
@@ -97,6 +98,9 @@ func (inv *invocation) openTask(id string, caller string) (*task, error) {
 	}
 	if t.meta.Owner != "" && t.meta.Owner != caller {
 		return nil, errOtherSession(id)
+	}
+	if err := t.hold(); err != nil {
+		return nil, errUnknownTask(id) // collected since it was loaded
 	}
 	return t, nil
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,11 +21,15 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 	if err != nil {
 		return err
 	}
+	if err := spareDescriptors(toolDescriptors); err != nil {
+		return fmt.Errorf("reading background task %s: %w", a.TaskID, err)
+	}
 	caller := ownerKey(req.Session.ID)
 	t, err := inv.openTask(a.TaskID, caller)
 	if err != nil {
 		return err
 	}
+	defer t.release()
 	final := t.final()
 	if a.Wait && final == nil {
 		timeout := inv.cfg.Background.WaitTimeoutMs
@@ -63,10 +68,14 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	if err != nil {
 		return err
 	}
+	if err := spareDescriptors(toolDescriptors); err != nil && validTaskID(a.TaskID) {
+		return toolErrorf("could not stop background task %s (%v); it is still running: call bash_kill again", a.TaskID, err)
+	}
 	t, err := inv.openTask(a.TaskID, ownerKey(req.Session.ID))
 	if err != nil {
 		return err
 	}
+	defer t.release()
 	result := &taskKillResult{Kind: "taskKill", TaskID: t.id}
 	resp.StructuredContent = result
 	if !t.killable() {
@@ -115,8 +124,9 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		return nil
 	}
 	if f == nil && !exists(t.dir) {
-		// gc removed it once it had settled: stopped, whether by this
-		// kill or on its own, and with its notice gone along.
+		// Removed once it had settled, by a gc that held it past
+		// holdWait: stopped, whether by this kill or on its own, and
+		// with its notice gone along.
 		f = &taskFinal{taskStatus: taskStatus{State: stateKilled}}
 	}
 	if f == nil {
