@@ -163,9 +163,12 @@ func gcFailure(stateDir string, failed []error) error {
 	return fmt.Errorf("gc: what follows could not be removed from the state dir %q:\n%w", stateDir, errors.Join(shown...))
 }
 
+// gcAside prefixes the name a task's directory has while gc removes it.
+const gcAside = ".gc-"
+
 // gcTasks removes the tasks that settled before cutoff and that no tool
-// holds (claimForGC), and returns how many it removed and what it could
-// not remove.
+// holds (claimForGC), and what an earlier gc left half removed, and
+// returns how many tasks it removed and what it could not remove.
 func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 	names, err := readDirNames(inv.tasksDir())
 	if err != nil {
@@ -173,6 +176,18 @@ func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 	}
 	n := 0
 	var failed []error
+	for _, name := range names {
+		if strings.HasPrefix(name, gcAside) {
+			// Left by a gc that died while it removed a task; one that is
+			// removing it still holds it.
+			if claim := claimForGC(filepath.Join(inv.tasksDir(), name)); claim != nil {
+				if err := os.RemoveAll(filepath.Join(inv.tasksDir(), name)); err != nil {
+					failed = append(failed, err)
+				}
+				claim.Close()
+			}
+		}
+	}
 	for _, id := range names {
 		t, err := inv.loadTask(id)
 		if err != nil {
@@ -186,12 +201,20 @@ func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 		if claim == nil {
 			continue // a tool is at it: the next gc takes it
 		}
+		// Aside first: a tool that gave up waiting for the lock finds no
+		// task, rather than half of one to settle again.
+		aside := filepath.Join(inv.tasksDir(), gcAside+id)
+		if err := os.Rename(t.dir, aside); err != nil {
+			claim.Close()
+			failed = append(failed, err)
+			continue
+		}
 		for _, sub := range []string{"tasks", "pending", "running"} {
 			if err := os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				failed = append(failed, err)
 			}
 		}
-		err = os.RemoveAll(t.dir)
+		err = os.RemoveAll(aside)
 		claim.Close()
 		if err != nil {
 			failed = append(failed, err)

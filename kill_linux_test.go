@@ -15,9 +15,10 @@ import (
 )
 
 // TestKillCannotSignal: a bash_kill that cannot reach the task (run with
-// too few descriptors to open a pidfd or a /proc file) says so and leaves
-// the task as it was: still running, not marked killed, its notice still
-// due. The task then completes and is reported completed, with a notice.
+// too few descriptors to open a pidfd or a /proc file) says so, claiming
+// nothing of the task, and leaves it as it was: still running, not marked
+// killed, its notice still due. The task then completes and is reported
+// completed, with a notice.
 func TestKillCannotSignal(t *testing.T) {
 	e := newTestEnv(t, "grace_ms = 300\n")
 	id := e.start("sleep 2; echo done", "A")
@@ -30,9 +31,10 @@ func TestKillCannotSignal(t *testing.T) {
 		t.Fatalf("bash_kill with 8 descriptors: %v\n%s", err, out)
 	}
 	r := decodeResponse(t, string(out))
-	if !r.IsError || !strings.Contains(r.text(), "could not stop background task "+id) || !strings.Contains(r.text(), "still running") {
+	if !r.IsError || !strings.HasPrefix(r.text(), "Error: cannot look at background task "+id+" now (") || !strings.HasSuffix(r.text(), "); call bash_kill again") {
 		t.Fatalf("bash_kill that could not signal answered %q", r.text())
 	}
+	golden(t, "cannot_look", r.text())
 	if got := e.call(sessionReq("bash_list", "{}", "A")).text(); !strings.HasPrefix(got, id+" running") {
 		t.Errorf("after the failed kill, bash_list = %q", got)
 	}
@@ -289,11 +291,12 @@ func TestToolsBesideStuckGC(t *testing.T) {
 	}
 }
 
-// TestToolsShortOfDescriptors: bash_output and bash_kill run with few
-// descriptors left (ulimit -n from 8 up) answer either as with plenty or
-// that they are short of them: never that a running task is unknown or
-// has already finished, which each check of a process's life would say
-// once it could not open what it looks at.
+// TestToolsShortOfDescriptors: bash_output (with and without a wait) and
+// bash_kill run with few descriptors left (ulimit -n from 8 up) answer
+// either as with plenty or that they cannot look now: never that a
+// running task is unknown, killed or already finished, which each look at
+// a process would say once it could not open what it looks at. Nor is
+// anything recorded of the task.
 func TestToolsShortOfDescriptors(t *testing.T) {
 	e := newTestEnv(t, "")
 	limited := func(n int, req string) string {
@@ -307,23 +310,63 @@ func TestToolsShortOfDescriptors(t *testing.T) {
 		}
 		return decodeResponse(t, string(out)).text()
 	}
-	for n := 8; n <= 14; n++ {
+	cannot := func(got, id, tool string) bool {
+		return strings.HasPrefix(got, "Error: cannot look at background task "+id+" now (") && strings.HasSuffix(got, "); call "+tool+" again")
+	}
+	for n := 8; n <= 16; n++ {
 		id := e.start("sleep 30", "A")
-		got := limited(n, outputReq(id, "A", ""))
-		if !strings.HasSuffix(got, statusLine(taskStatus{State: stateRunning})) &&
-			!strings.HasPrefix(got, "Error: internal: reading background task "+id+": fewer than") {
+		if got := limited(n, outputReq(id, "A", "")); !strings.HasSuffix(got, statusLine(taskStatus{State: stateRunning})) && !cannot(got, id, "bash_output") {
 			t.Errorf("bash_output with %d descriptors: %q", n, got)
 		}
-		got = limited(n, killReq(id, "A"))
-		switch {
+		switch got := limited(n, killReq(id, "A")); {
 		case got == textKilled(id):
-		case strings.HasPrefix(got, "Error: could not stop background task "+id+" (") && strings.HasSuffix(got, "it is still running: call bash_kill again"):
+		case cannot(got, id, "bash_kill"):
 			if list := e.call(sessionReq("bash_list", "{}", "A")).text(); !strings.Contains(list, id+" running") {
-				t.Errorf("with %d descriptors, a kill that said the task still runs left it: %q", n, list)
+				t.Errorf("with %d descriptors, a kill that could not look left the task: %q", n, list)
 			}
 			e.call(killReq(id, "A"))
 		default:
 			t.Errorf("bash_kill with %d descriptors: %q", n, got)
 		}
+		// A wait for a task that completes meanwhile.
+		id = e.start("sleep 1; echo done; echo err >&2", "A")
+		got := limited(n, outputReq(id, "A", `"wait":true,"timeout_ms":10000`))
+		if !strings.HasSuffix(got, statusLine(taskStatus{State: stateCompleted})) && !cannot(got, id, "bash_output") {
+			t.Errorf("bash_output with a wait and %d descriptors: %q", n, got)
+		}
+		e.awaitSettled(id)
+		if got := e.call(outputReq(id, "A", "")).text(); !strings.HasSuffix(got, statusLine(taskStatus{State: stateCompleted})) {
+			t.Errorf("after a wait with %d descriptors, the task: %q", n, got)
+		}
+	}
+}
+
+// TestGCAside: gc moves a task's directory aside under its lock before it
+// removes it, so that a tool that gave up waiting for a gc stopped midway
+// finds no task, rather than half of one it would settle again (as killed,
+// with a second notice). What a gc that died left aside, the next removes.
+func TestGCAside(t *testing.T) {
+	e := newTestEnv(t, "")
+	id := e.start("true", "A")
+	e.awaitSettled(id)
+	dir := filepath.Join(e.stateDir, "tasks", id)
+	aside := filepath.Join(e.stateDir, "tasks", gcAside+id)
+	unlock := lockDir(t, dir, syscall.LOCK_EX)
+	if err := os.Rename(dir, aside); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(aside, "status.json")) // and had begun removing it
+	for _, req := range []string{outputReq(id, "A", ""), killReq(id, "A")} {
+		if r := e.call(req); r.text() != "Error: "+errUnknownTask(id).Error() || len(r.Notices) != 0 {
+			t.Errorf("%s while gc holds the task aside: %q, notices %v", req, r.text(), r.Notices)
+		}
+	}
+	if exists(dir) || exists(filepath.Join(aside, "status.json")) {
+		t.Errorf("a tool recorded something of the task gc is removing: %v %v", exists(dir), exists(filepath.Join(aside, "status.json")))
+	}
+	unlock() // as if that gc died
+	out, err := e.cmd("gc", "-older-than", "0s").CombinedOutput()
+	if err != nil || exists(aside) {
+		t.Errorf("gc after one that died midway: %v, %q; left aside: %v", err, out, exists(aside))
 	}
 }

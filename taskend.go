@@ -51,6 +51,12 @@ func (t *task) settleOrphan() *taskFinal {
 		return nil
 	}
 	defer unlock()
+	// Short of descriptors, each look below would take "cannot open" for
+	// "gone" and settle a task that lives: it cannot tell, and settles
+	// nothing.
+	if spareDescriptors(4) != nil {
+		return nil
+	}
 	var f taskFinal
 	if readJSON(filepath.Join(t.dir, "status.json"), &f) == nil {
 		return &f

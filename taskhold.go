@@ -16,13 +16,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// toolDescriptors is what bash_output and bash_kill need free at their
-// start: the task's directory, held, and at once a record, a /proc file,
-// a pidfd and a lock of its supervisor's, with room to spare. Short of
-// them, each check of whether a process lives would take "cannot open"
-// for "gone", and a running task would be answered as unknown or as
+// What bash_output and bash_kill need free at their start: the task's
+// directory, held, and at once a record, a /proc file, a pidfd and a
+// lock of its supervisor's, and for a wait the watcher's inotify
+// instance, pidfd and wake pipe and the output files read, with room to
+// spare (measured with ulimit -n: a kill and a read need 4, a wait 7).
+// Short of them, each look at a process would take "cannot open" for
+// "gone", and a running task would be answered as unknown, killed or
 // already finished.
-const toolDescriptors = 5
+const (
+	toolDescriptors = 6
+	waitDescriptors = 8
+)
+
+// errShortOfDescriptors is a task tool's answer when it has too few
+// descriptors to look at the task: it claims nothing of the task.
+func errShortOfDescriptors(tool, id string, err error) error {
+	return toolErrorf("cannot look at background task %s now (%v); call %s again", id, err, tool)
+}
 
 // spareDescriptors checks that n more descriptors can be opened now.
 func spareDescriptors(n int) error {
@@ -78,10 +89,11 @@ func claimForGC(dir string) *os.File {
 }
 
 // lockTaskDir opens dir (never through a symlink) and locks it with how,
-// trying for up to wait. A lock still refused after wait is given up: the
-// directory comes back without one (nil, nil) for a shared lock, as an
-// error for an exclusive one. A directory that is not at its path once
-// locked (removed or replaced meanwhile) is an error.
+// trying for up to wait. A lock still refused after wait is given up: for
+// a shared lock the directory is then used without one (nil, nil), for an
+// exclusive one it is an error. A directory that is no longer at its path
+// (gc renames a task's aside before it removes it) is an error, locked or
+// given up.
 func lockTaskDir(dir string, how int, wait time.Duration) (*os.File, error) {
 	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -95,17 +107,18 @@ func lockTaskDir(dir string, how int, wait time.Duration) (*os.File, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err != nil {
+	if err != nil && (how != syscall.LOCK_SH || !errors.Is(err, syscall.EWOULDBLOCK)) {
 		d.Close()
-		if how == syscall.LOCK_SH && errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil
-		}
 		return nil, err
 	}
 	var held, now syscall.Stat_t
 	if syscall.Fstat(int(d.Fd()), &held) != nil || syscall.Lstat(dir, &now) != nil || held.Dev != now.Dev || held.Ino != now.Ino {
 		d.Close()
 		return nil, os.ErrNotExist
+	}
+	if err != nil { // a shared lock given up: the directory, unlocked
+		d.Close()
+		return nil, nil
 	}
 	return d, nil
 }

@@ -4,7 +4,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,8 +20,12 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 	if err != nil {
 		return err
 	}
-	if err := spareDescriptors(toolDescriptors); err != nil {
-		return fmt.Errorf("reading background task %s: %w", a.TaskID, err)
+	need := toolDescriptors
+	if a.Wait {
+		need = waitDescriptors
+	}
+	if err := spareDescriptors(need); err != nil && validTaskID(a.TaskID) {
+		return errShortOfDescriptors(toolOutput, a.TaskID, err)
 	}
 	caller := ownerKey(req.Session.ID)
 	t, err := inv.openTask(a.TaskID, caller)
@@ -37,7 +40,11 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 			timeout = a.TimeoutMs
 		}
 		timeout = min(timeout, inv.cfg.Background.MaxWaitTimeoutMs)
-		final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.abort)
+		if final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.abort); final == nil {
+			// Looked at again once the wait's own descriptors are closed:
+			// short of them, a look during the wait could not tell.
+			final = t.final()
+		}
 	}
 	r, err := t.consume(final != nil)
 	if err != nil {
@@ -69,7 +76,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		return err
 	}
 	if err := spareDescriptors(toolDescriptors); err != nil && validTaskID(a.TaskID) {
-		return toolErrorf("could not stop background task %s (%v); it is still running: call bash_kill again", a.TaskID, err)
+		return errShortOfDescriptors(toolKill, a.TaskID, err)
 	}
 	t, err := inv.openTask(a.TaskID, ownerKey(req.Session.ID))
 	if err != nil {
