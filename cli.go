@@ -201,18 +201,21 @@ func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 		if claim == nil {
 			continue // a tool is at it: the next gc takes it
 		}
-		// Aside first: a tool that gave up waiting for the lock finds no
-		// task, rather than half of one to settle again.
+		// The session's entries first, then the directory aside: a gc
+		// that dies on the way leaves a settled task the next one
+		// removes, or a directory aside that no session lists, and a
+		// tool waiting for the lock finds no task rather than half of one
+		// to settle again.
+		for _, sub := range []string{"tasks", "pending", "running"} {
+			if err := os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				failed = append(failed, err)
+			}
+		}
 		aside := filepath.Join(inv.tasksDir(), gcAside+id)
 		if err := os.Rename(t.dir, aside); err != nil {
 			claim.Close()
 			failed = append(failed, err)
 			continue
-		}
-		for _, sub := range []string{"tasks", "pending", "running"} {
-			if err := os.Remove(filepath.Join(inv.sessionDir(t.meta.Owner), sub, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				failed = append(failed, err)
-			}
 		}
 		err = os.RemoveAll(aside)
 		claim.Close()

@@ -4,6 +4,7 @@ package main
 // dir with no inode left, and two kills at once.
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,14 @@ func TestKillCannotSignal(t *testing.T) {
 		t.Fatalf("bash_kill that could not signal answered %q", r.text())
 	}
 	golden(t, "cannot_look", r.text())
+	c = e.cmd()
+	c.Args = append([]string{"bash", "-c", `ulimit -n 8; exec "$0" "$@"`, c.Path}, c.Args[1:]...)
+	c.Path = "/bin/bash"
+	c.Stdin = strings.NewReader(sessionReq("bash_list", "{}", "A"))
+	if out, err = c.Output(); err != nil {
+		t.Fatalf("bash_list with 8 descriptors: %v\n%s", err, out)
+	}
+	golden(t, "cannot_list", decodeResponse(t, string(out)).text())
 	if got := e.call(sessionReq("bash_list", "{}", "A")).text(); !strings.HasPrefix(got, id+" running") {
 		t.Errorf("after the failed kill, bash_list = %q", got)
 	}
@@ -271,23 +280,32 @@ func TestGCSkipsTaskInUse(t *testing.T) {
 	}
 }
 
-// TestToolsBesideStuckGC: a gc stopped while it holds a task's directory
-// (its exclusive lock) delays bash_output and bash_kill by holdWait at
-// most: they go on without the lock.
+// TestToolsBesideStuckGC: a gc stopped while it holds a settled task's
+// directory (its exclusive lock) makes bash_output and bash_kill wait
+// holdWait, then say they cannot look now, claiming nothing; once it is let
+// go they answer as ever.
 func TestToolsBesideStuckGC(t *testing.T) {
 	e := newTestEnv(t, "")
-	id := e.start("sleep 30", "A")
+	id := e.start("echo out", "A")
+	e.awaitSettled(id)
 	unlock := lockDir(t, filepath.Join(e.stateDir, "tasks", id), syscall.LOCK_EX)
-	defer unlock()
 	start := time.Now()
-	if got := e.call(outputReq(id, "A", "")).text(); !strings.HasSuffix(got, statusLine(taskStatus{State: stateRunning})) {
-		t.Errorf("bash_output beside a stuck gc: %q", got)
+	notices := 0
+	for _, c := range []struct{ req, tool string }{{outputReq(id, "A", ""), "bash_output"}, {killReq(id, "A"), "bash_kill"}} {
+		r := e.call(c.req)
+		notices += len(r.Notices) // the session's, which travel with any answer
+		if want := "Error: " + errCannotLook(c.tool, id, errCollecting).Error(); r.text() != want {
+			t.Errorf("%s beside a stuck gc: %q; want %q", c.tool, r.text(), want)
+		}
+		golden(t, c.tool, r.text())
 	}
-	if got := e.call(killReq(id, "A")).text(); got != textKilled(id) {
-		t.Errorf("bash_kill beside a stuck gc: %q", got)
-	}
-	if d := time.Since(start); d > 2*holdWait+5*time.Second {
+	if d := time.Since(start); d < 2*holdWait || d > 2*holdWait+5*time.Second {
 		t.Errorf("the two calls took %v", d)
+	}
+	unlock()
+	r := e.call(outputReq(id, "A", ""))
+	if notices += len(r.Notices); r.text() != "out\n"+statusLine(taskStatus{State: stateCompleted}) || notices != 1 {
+		t.Errorf("once gc let go: %q; %d notices in all", r.text(), notices)
 	}
 }
 
@@ -318,6 +336,9 @@ func TestToolsShortOfDescriptors(t *testing.T) {
 		if got := limited(n, outputReq(id, "A", "")); !strings.HasSuffix(got, statusLine(taskStatus{State: stateRunning})) && !cannot(got, id, "bash_output") {
 			t.Errorf("bash_output with %d descriptors: %q", n, got)
 		}
+		if got := limited(n, sessionReq("bash_list", "{}", "A")); !strings.Contains(got, id+" running") && !strings.HasPrefix(got, "Error: cannot list background tasks now (") {
+			t.Errorf("bash_list with %d descriptors: %q", n, got)
+		}
 		switch got := limited(n, killReq(id, "A")); {
 		case got == textKilled(id):
 		case cannot(got, id, "bash_kill"):
@@ -327,6 +348,14 @@ func TestToolsShortOfDescriptors(t *testing.T) {
 			e.call(killReq(id, "A"))
 		default:
 			t.Errorf("bash_kill with %d descriptors: %q", n, got)
+		}
+		for _, other := range []struct{ req, want string }{
+			{outputReq("bash-999", "A", ""), errUnknownTask("bash-999").Error()},
+			{killReq(id, "B"), errOtherSession(id).Error()},
+		} {
+			if got := limited(n, other.req); got != "Error: "+other.want {
+				t.Errorf("%s with %d descriptors: %q, want %q", other.req, n, got, other.want)
+			}
 		}
 		// A wait for a task that completes meanwhile.
 		id = e.start("sleep 1; echo done; echo err >&2", "A")
@@ -368,5 +397,43 @@ func TestGCAside(t *testing.T) {
 	out, err := e.cmd("gc", "-older-than", "0s").CombinedOutput()
 	if err != nil || exists(aside) {
 		t.Errorf("gc after one that died midway: %v, %q; left aside: %v", err, out, exists(aside))
+	}
+}
+
+// TestWaitSupervisorKilled: a wait on a task whose supervisor is killed
+// (SIGKILL, nothing recorded) answers it killed at once, also with few
+// descriptors to spare, rather than spinning until its timeout beside a
+// pidfd that stays readable.
+func TestWaitSupervisorKilled(t *testing.T) {
+	e := newTestEnv(t, "")
+	for _, n := range []int{12, 14, 16, 18, 0} {
+		id := e.start("sleep 60", "A")
+		var sup procRecord
+		waitFor(t, 10*time.Second, "the supervisor's record", func() bool {
+			return readJSON(filepath.Join(e.stateDir, "tasks", id, "supervisor.json"), &sup) == nil && sup.PID > 0
+		})
+		c := e.cmd()
+		if n > 0 {
+			c.Args = append([]string{"bash", "-c", fmt.Sprintf(`ulimit -n %d; exec "$0" "$@"`, n), c.Path}, c.Args[1:]...)
+			c.Path = "/bin/bash"
+		}
+		c.Stdin = strings.NewReader(outputReq(id, "A", `"wait":true,"timeout_ms":20000`))
+		var out bytes.Buffer
+		c.Stdout = &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		syscall.Kill(sup.PID, syscall.SIGKILL)
+		start := time.Now()
+		c.Wait()
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("with %d descriptors, the wait answered %v after the supervisor died", n, d)
+		}
+		got := decodeResponse(t, out.String()).text()
+		if !strings.HasSuffix(got, statusLine(taskStatus{State: stateKilled})) && !strings.HasPrefix(got, "Error: cannot look at background task "+id+" now (") {
+			t.Errorf("with %d descriptors: %q", n, got)
+		}
+		e.call(killReq(id, "A"))
 	}
 }

@@ -73,11 +73,14 @@ func bootID() string                      { return "" }
 type watcher struct{}
 
 func newWatcher(string, int, uint64) *watcher { return &watcher{} }
-func (w *watcher) wait(timeout time.Duration) { time.Sleep(min(max(timeout, 0), 50*time.Millisecond)) }
-func (w *watcher) close()                     {}
-func (w *watcher) watchDir(string)            {}
-func (w *watcher) watchProcess(int, uint64)   {}
-func (w *watcher) interrupt()                 {}
+func (w *watcher) wait(timeout time.Duration) (exited bool) {
+	time.Sleep(min(max(timeout, 0), 50*time.Millisecond))
+	return false
+}
+func (w *watcher) close()                   {}
+func (w *watcher) watchDir(string)          {}
+func (w *watcher) watchProcess(int, uint64) {}
+func (w *watcher) interrupt()               {}
 
 func serveChildSysProcAttr() *syscall.SysProcAttr { return nil }
 

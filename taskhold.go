@@ -16,11 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// What bash_output and bash_kill need free at their start: the task's
-// directory, held, and at once a record, a /proc file, a pidfd and a
-// lock of its supervisor's, and for a wait the watcher's inotify
-// instance, pidfd and wake pipe and the output files read, with room to
-// spare (measured with ulimit -n: a kill and a read need 4, a wait 7).
+// What the task tools need free, checked once the task is loaded (its
+// task.json read with one), before they hold it: its directory, held, and
+// at once a record, a /proc file, a pidfd and a lock of its supervisor's,
+// with room to spare (a kill and a read needed 4 free, measured with
+// ulimit -n); and before a wait, on top of that hold, the watcher's
+// inotify instance, pidfd and wake pipe and a look at the task (7).
 // Short of them, each look at a process would take "cannot open" for
 // "gone", and a running task would be answered as unknown, killed or
 // already finished.
@@ -29,10 +30,16 @@ const (
 	waitDescriptors = 8
 )
 
-// errShortOfDescriptors is a task tool's answer when it has too few
-// descriptors to look at the task: it claims nothing of the task.
-func errShortOfDescriptors(tool, id string, err error) error {
+// errCannotLook is a task tool's answer when it cannot look at the task
+// now (too few descriptors, gc at it): it claims nothing of the task.
+func errCannotLook(tool, id string, err error) error {
 	return toolErrorf("cannot look at background task %s now (%v); call %s again", id, err, tool)
+}
+
+// shortOfDescriptors says err is the process's or the system's table of
+// descriptors full.
+func shortOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // spareDescriptors checks that n more descriptors can be opened now.
@@ -57,15 +64,23 @@ func spareDescriptors(n int) error {
 	return nil
 }
 
-// holdWait bounds how long a tool waits for gc to let go of a task: gc
-// holds one only while it removes it, so a longer wait is a gc process
-// stopped midway, and the tool goes on without the lock.
+// holdWait bounds how long a tool waits for gc to let go of a task. gc
+// holds only a settled task, and only while it removes it: a tool still
+// refused after holdWait (a gc stopped midway) says it cannot look now.
 const holdWait = time.Second
 
-// hold takes the shared lock on t's directory, and fails if the directory
-// is no longer the one loaded (gc removed it meanwhile).
+// errCollecting is hold's answer when gc holds the task past holdWait.
+var errCollecting = errors.New("gc is removing it")
+
+// hold takes the shared lock on t's directory. It fails with
+// os.ErrNotExist when the directory is no longer the one loaded (gc moved
+// it aside meanwhile), with errCollecting when gc holds it past holdWait,
+// or with why the directory could not be opened.
 func (t *task) hold() error {
 	d, err := lockTaskDir(t.dir, syscall.LOCK_SH, holdWait)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return errCollecting
+	}
 	if err != nil {
 		return err
 	}
@@ -89,11 +104,8 @@ func claimForGC(dir string) *os.File {
 }
 
 // lockTaskDir opens dir (never through a symlink) and locks it with how,
-// trying for up to wait. A lock still refused after wait is given up: for
-// a shared lock the directory is then used without one (nil, nil), for an
-// exclusive one it is an error. A directory that is no longer at its path
-// (gc renames a task's aside before it removes it) is an error, locked or
-// given up.
+// trying for up to wait. A directory no longer at its path once locked
+// (gc moves a task's aside before it removes it) is os.ErrNotExist.
 func lockTaskDir(dir string, how int, wait time.Duration) (*os.File, error) {
 	d, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -107,7 +119,7 @@ func lockTaskDir(dir string, how int, wait time.Duration) (*os.File, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err != nil && (how != syscall.LOCK_SH || !errors.Is(err, syscall.EWOULDBLOCK)) {
+	if err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -115,10 +127,6 @@ func lockTaskDir(dir string, how int, wait time.Duration) (*os.File, error) {
 	if syscall.Fstat(int(d.Fd()), &held) != nil || syscall.Lstat(dir, &now) != nil || held.Dev != now.Dev || held.Ino != now.Ino {
 		d.Close()
 		return nil, os.ErrNotExist
-	}
-	if err != nil { // a shared lock given up: the directory, unlocked
-		d.Close()
-		return nil, nil
 	}
 	return d, nil
 }

@@ -215,7 +215,10 @@ func fileExists(p string) bool {
 }
 
 // waitSettled blocks until the task settles or timeout passes, woken by
-// inotify on the task's directory and the supervisor's exit.
+// inotify on the task's directory and the supervisor's exit. Once the
+// supervisor has exited with no status seen, the task is looked at (and
+// settled, if nothing recorded it) after the watcher is closed: short of
+// descriptors a look beside the watcher cannot tell, and would only wait.
 func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskFinal {
 	deadline := time.Now().Add(timeout)
 	var sup procRecord
@@ -223,11 +226,6 @@ func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskF
 	w := newWatcher(t.dir, sup.PID, sup.Start)
 	aborted := make(chan struct{})
 	stop, done := make(chan struct{}), make(chan struct{})
-	defer func() {
-		close(stop)
-		<-done // the watcher is closed only once nothing can interrupt it
-		w.close()
-	}()
 	go func() {
 		defer close(done)
 		select {
@@ -237,19 +235,36 @@ func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskF
 		case <-stop:
 		}
 	}()
+	f, exited := t.watchSettled(w, deadline, aborted)
+	close(stop)
+	<-done // the watcher is closed only once nothing can interrupt it
+	w.close()
+	if f == nil && exited {
+		f = t.final()
+	}
+	return f
+}
+
+// watchSettled is waitSettled's loop: the status, or nil once deadline
+// passes, the wait is aborted or the supervisor has exited (exited).
+func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struct{}) (f *taskFinal, exited bool) {
 	for {
 		if f := t.final(); f != nil {
-			return f
+			return f, false
 		}
 		left := time.Until(deadline)
 		select {
 		case <-aborted:
-			return nil
+			return nil, false
 		default:
 		}
 		if left <= 0 {
-			return nil
+			return nil, false
 		}
-		w.wait(left)
+		if w.wait(left) {
+			// Looked at once more beside the watcher: the status the
+			// supervisor wrote before it exited.
+			return t.final(), true
+		}
 	}
 }

@@ -90,17 +90,27 @@ func taskNumber(id string) int64 {
 	return n
 }
 
-// openTask loads a task the caller may touch, or the contract's error.
-func (inv *invocation) openTask(id string, caller string) (*task, error) {
+// openTask loads and holds (taskhold.go) a task the caller may touch, for
+// the task tool named tool, or answers the contract's error.
+func (inv *invocation) openTask(id, caller, tool string) (*task, error) {
 	t, err := inv.loadTask(id)
+	if shortOfDescriptors(err) {
+		return nil, errCannotLook(tool, id, err)
+	}
 	if err != nil {
 		return nil, errUnknownTask(id)
 	}
 	if t.meta.Owner != "" && t.meta.Owner != caller {
 		return nil, errOtherSession(id)
 	}
-	if err := t.hold(); err != nil {
+	if err := spareDescriptors(toolDescriptors); err != nil {
+		return nil, errCannotLook(tool, id, err)
+	}
+	switch err := t.hold(); {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, errUnknownTask(id) // collected since it was loaded
+	case err != nil:
+		return nil, errCannotLook(tool, id, err)
 	}
 	return t, nil
 }

@@ -20,21 +20,17 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 	if err != nil {
 		return err
 	}
-	need := toolDescriptors
-	if a.Wait {
-		need = waitDescriptors
-	}
-	if err := spareDescriptors(need); err != nil && validTaskID(a.TaskID) {
-		return errShortOfDescriptors(toolOutput, a.TaskID, err)
-	}
 	caller := ownerKey(req.Session.ID)
-	t, err := inv.openTask(a.TaskID, caller)
+	t, err := inv.openTask(a.TaskID, caller, toolOutput)
 	if err != nil {
 		return err
 	}
 	defer t.release()
 	final := t.final()
 	if a.Wait && final == nil {
+		if err := spareDescriptors(waitDescriptors); err != nil {
+			return errCannotLook(toolOutput, t.id, err)
+		}
 		timeout := inv.cfg.Background.WaitTimeoutMs
 		if a.TimeoutMs > 0 {
 			timeout = a.TimeoutMs
@@ -75,10 +71,7 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 	if err != nil {
 		return err
 	}
-	if err := spareDescriptors(toolDescriptors); err != nil && validTaskID(a.TaskID) {
-		return errShortOfDescriptors(toolKill, a.TaskID, err)
-	}
-	t, err := inv.openTask(a.TaskID, ownerKey(req.Session.ID))
+	t, err := inv.openTask(a.TaskID, ownerKey(req.Session.ID), toolKill)
 	if err != nil {
 		return err
 	}
@@ -177,6 +170,10 @@ func (t *task) markKilled() (marked, ours bool) {
 func (inv *invocation) taskList(req *request, resp *response) error {
 	if req.ArgsErr != nil {
 		return req.ArgsErr
+	}
+	if err := spareDescriptors(toolDescriptors); err != nil {
+		// Each task's look would take "cannot open" for "gone".
+		return toolErrorf("cannot list background tasks now (%v); call bash_list again", err)
 	}
 	entries := inv.listTasks(ownerKey(req.Session.ID))
 	result := &taskListResult{Kind: "taskList", Tasks: []taskListEntry{}}

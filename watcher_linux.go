@@ -19,12 +19,13 @@ type watcher struct {
 	wake      int           // write end of the wake pipe
 	inotifyFD int
 	inotify   bool // every directory asked for is watched
+	pidfds    map[int32]bool
 }
 
 // newWatcher watches dir and, when pid > 0, the exit of the process pid
 // that started at start.
 func newWatcher(dir string, pid int, start uint64) *watcher {
-	w := &watcher{wake: -1, inotifyFD: -1}
+	w := &watcher{wake: -1, inotifyFD: -1, pidfds: map[int32]bool{}}
 	var p [2]int
 	if unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) == nil {
 		w.fds, w.wake = append(w.fds, unix.PollFd{Fd: int32(p[0]), Events: unix.POLLIN}), p[1]
@@ -56,6 +57,7 @@ func (w *watcher) watchProcess(pid int, start uint64) {
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		if s, err := procStartTime(pid); err == nil && s == start {
 			w.fds = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+			w.pidfds[int32(fd)] = true
 		} else {
 			unix.Close(fd)
 		}
@@ -63,8 +65,10 @@ func (w *watcher) watchProcess(pid int, start uint64) {
 }
 
 // wait blocks until an event, an interrupt or timeout. Without inotify it
-// wakes every 50ms, so that callers poll slowly instead of spinning.
-func (w *watcher) wait(timeout time.Duration) {
+// wakes every 50ms, so that callers poll slowly instead of spinning. It
+// reports whether a watched process exited, which wakes it once: the
+// process's pidfd, readable from then on, is dropped.
+func (w *watcher) wait(timeout time.Duration) (exited bool) {
 	timeout = max(timeout, 0)
 	if !w.inotify {
 		timeout = min(timeout, 50*time.Millisecond)
@@ -76,16 +80,26 @@ func (w *watcher) wait(timeout time.Duration) {
 		}
 	}
 	var buf [4096]byte
+	kept := w.fds[:0]
 	for _, f := range w.fds {
-		if f.Revents&unix.POLLIN == 0 || (w.wake >= 0 && f.Fd == w.fds[0].Fd) {
+		switch {
+		case f.Revents&unix.POLLIN == 0 || (w.wake >= 0 && f.Fd == w.fds[0].Fd):
+		case w.pidfds[f.Fd]:
+			unix.Close(int(f.Fd))
+			delete(w.pidfds, f.Fd)
+			exited = true
 			continue
-		}
-		for {
-			if n, _ := unix.Read(int(f.Fd), buf[:]); n <= 0 {
-				break
+		default:
+			for {
+				if n, _ := unix.Read(int(f.Fd), buf[:]); n <= 0 {
+					break
+				}
 			}
 		}
+		kept = append(kept, f)
 	}
+	w.fds = kept
+	return exited
 }
 
 // interrupt makes the current and every later wait return at once.
