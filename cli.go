@@ -177,15 +177,17 @@ func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 	n := 0
 	var failed []error
 	for _, name := range names {
-		if strings.HasPrefix(name, gcAside) {
-			// Left by a gc that died while it removed a task; one that is
-			// removing it still holds it.
-			if claim := claimForGC(filepath.Join(inv.tasksDir(), name)); claim != nil {
-				if err := os.RemoveAll(filepath.Join(inv.tasksDir(), name)); err != nil {
-					failed = append(failed, err)
-				}
-				claim.Close()
+		// Left by a gc that died while it removed a task; one that is
+		// removing it still holds it.
+		aside := filepath.Join(inv.tasksDir(), name)
+		if !strings.HasPrefix(name, gcAside) {
+			continue
+		}
+		if claim := claimForGC(aside); claim != nil {
+			if err := os.RemoveAll(aside); err != nil {
+				failed = append(failed, err)
 			}
+			claim.Close()
 		}
 	}
 	for _, id := range names {

@@ -1,8 +1,10 @@
 package main
 
-// The task tools' hold on a task. A task in use is not collected. bash_output and bash_kill hold the
+// The task tools' hold on a task, and the descriptors they need free.
+//
+// A task in use is not collected: bash_output and bash_kill hold the
 // task's directory open with a shared lock while they work on it, and gc
-// removes only a task whose directory it can lock exclusively: so a kill
+// removes only a task whose directory it can lock exclusively, so a kill
 // that stopped a task, or found it ended on its own, reads how it ended
 // rather than finding it gone (and answering for it without knowing).
 

@@ -215,10 +215,11 @@ func fileExists(p string) bool {
 }
 
 // waitSettled blocks until the task settles or timeout passes, woken by
-// inotify on the task's directory and the supervisor's exit. Once the
-// supervisor has exited with no status seen, the task is looked at (and
-// settled, if nothing recorded it) after the watcher is closed: short of
-// descriptors a look beside the watcher cannot tell, and would only wait.
+// inotify on the task's directory and the supervisor's exit. A wait that
+// ends with no status seen (timed out, aborted, or the supervisor gone)
+// looks at the task once more, and settles it if nothing recorded it,
+// after the watcher is closed: short of descriptors a look beside the
+// watcher cannot tell.
 func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskFinal {
 	deadline := time.Now().Add(timeout)
 	var sup procRecord
@@ -235,36 +236,31 @@ func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskF
 		case <-stop:
 		}
 	}()
-	f, exited := t.watchSettled(w, deadline, aborted)
+	f := t.watchSettled(w, deadline, aborted)
 	close(stop)
 	<-done // the watcher is closed only once nothing can interrupt it
 	w.close()
-	if f == nil && exited {
+	if f == nil {
 		f = t.final()
 	}
 	return f
 }
 
 // watchSettled is waitSettled's loop: the status, or nil once deadline
-// passes, the wait is aborted or the supervisor has exited (exited).
-func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struct{}) (f *taskFinal, exited bool) {
+// passes, the wait is aborted or the supervisor has exited.
+func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struct{}) *taskFinal {
 	for {
 		if f := t.final(); f != nil {
-			return f, false
+			return f
 		}
 		left := time.Until(deadline)
 		select {
 		case <-aborted:
-			return nil, false
+			return nil
 		default:
 		}
-		if left <= 0 {
-			return nil, false
-		}
-		if w.wait(left) {
-			// Looked at once more beside the watcher: the status the
-			// supervisor wrote before it exited.
-			return t.final(), true
+		if left <= 0 || w.wait(left) {
+			return nil
 		}
 	}
 }

@@ -36,11 +36,7 @@ func (inv *invocation) taskOutput(req *request, resp *response) error {
 			timeout = a.TimeoutMs
 		}
 		timeout = min(timeout, inv.cfg.Background.MaxWaitTimeoutMs)
-		if final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.abort); final == nil {
-			// Looked at again once the wait's own descriptors are closed:
-			// short of them, a look during the wait could not tell.
-			final = t.final()
-		}
+		final = t.waitSettled(time.Duration(timeout)*time.Millisecond, inv.abort)
 	}
 	r, err := t.consume(final != nil)
 	if err != nil {
@@ -124,9 +120,9 @@ func (inv *invocation) taskKill(req *request, resp *response) error {
 		return nil
 	}
 	if f == nil && !exists(t.dir) {
-		// Removed once it had settled, by a gc that held it past
-		// holdWait: stopped, whether by this kill or on its own, and
-		// with its notice gone along.
+		// Removed from outside bashcall (gc cannot while this kill holds
+		// it): stopped, whether by this kill or on its own, and with its
+		// notice gone along.
 		f = &taskFinal{taskStatus: taskStatus{State: stateKilled}}
 	}
 	if f == nil {
