@@ -23,7 +23,8 @@ import (
 // at once a record, a /proc file, a pidfd and a lock of its supervisor's,
 // with room to spare (a kill and a read needed 4 free, measured with
 // ulimit -n); and before a wait, on top of that hold, the watcher's
-// inotify instance, pidfd and wake pipe and a look at the task (7).
+// inotify instance, pidfd and wake pipe and a look at the task (7);
+// bashcall wait checks for as many before it waits.
 // Short of them, each look at a process would take "cannot open" for
 // "gone", and a running task would be answered as unknown, killed or
 // already finished.

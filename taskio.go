@@ -215,16 +215,15 @@ func fileExists(p string) bool {
 }
 
 // waitSettled blocks until the task settles or timeout passes, woken by
-// inotify on the task's directory and the supervisor's exit. A wait that
-// ends with no status seen (timed out, aborted, or the supervisor gone)
-// looks at the task once more, and settles it if nothing recorded it,
-// after the watcher is closed: short of descriptors a look beside the
+// inotify on the task's directory and the exit of what keeps it alive: its
+// supervisor, or its starter until the supervisor has recorded itself. A
+// wait that ends with no status seen (timed out, aborted, or that process
+// gone) looks at the task once more, and settles it if nothing recorded
+// it, after the watcher is closed: short of descriptors a look beside the
 // watcher cannot tell.
 func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskFinal {
 	deadline := time.Now().Add(timeout)
-	var sup procRecord
-	readJSON(filepath.Join(t.dir, "supervisor.json"), &sup)
-	w := newWatcher(t.dir, sup.PID, sup.Start)
+	w := newWatcher(t.dir, 0, 0)
 	aborted := make(chan struct{})
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -247,9 +246,26 @@ func (t *task) waitSettled(timeout time.Duration, abort <-chan os.Signal) *taskF
 }
 
 // watchSettled is waitSettled's loop: the status, or nil once deadline
-// passes, the wait is aborted or the supervisor has exited.
+// passes, the wait is aborted or what keeps the task alive has exited.
 func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struct{}) *taskFinal {
+	supPath := filepath.Join(t.dir, "supervisor.json")
+	keeper, recorded := t.meta.Starter, false // the process final() reads the task by
+	watchRecorded := func() bool {
+		var sup procRecord
+		if readJSON(supPath, &sup) != nil {
+			return false
+		}
+		keeper, recorded = sup, true
+		w.watchProcess(keeper.PID, keeper.Start)
+		return true
+	}
+	if !watchRecorded() {
+		w.watchProcess(keeper.PID, keeper.Start)
+	}
 	for {
+		if !recorded {
+			watchRecorded()
+		}
 		if f := t.final(); f != nil {
 			return f
 		}
@@ -259,8 +275,17 @@ func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struc
 			return nil
 		default:
 		}
-		if left <= 0 || w.wait(left) {
+		if left <= 0 {
 			return nil
+		}
+		for _, pid := range w.wait(left) {
+			if pid != keeper.PID {
+				continue // the starter, once the supervisor recorded itself
+			}
+			if recorded || !watchRecorded() {
+				return nil
+			}
+			// the supervisor recorded itself as the starter left
 		}
 	}
 }

@@ -369,6 +369,11 @@ func (inv *invocation) listTasks(caller string) []listEntry {
 		e := listEntry{ID: id, Command: t.meta.Command, Status: taskStatus{State: stateRunning}}
 		if f := t.final(); f != nil {
 			e.Status = f.taskStatus
+		} else if !fileExists(t.dir) {
+			// gc removes only a settled task: one whose status could not
+			// be read because gc moved it aside meanwhile is not running,
+			// it is gone.
+			continue
 		}
 		entries = append(entries, e)
 	}

@@ -55,6 +55,11 @@ func runWait(args, environ []string, stdout, stderr io.Writer) error {
 	if _, err := inv.ensureSessionDir(key); err != nil {
 		return err
 	}
+	// Short of descriptors, a task whose supervisor died could not be
+	// settled: the wait would not see its notice until it timed out.
+	if err := spareDescriptors(waitDescriptors); err != nil {
+		return fmt.Errorf("wait: %w", err)
+	}
 	notices := inv.waitNotices(key, timeout)
 	b, err := json.Marshal(waitResult{Notices: append([]string{}, notices...)})
 	if err != nil {
@@ -78,11 +83,17 @@ func checkSessionFlag(id string) error {
 }
 
 // waitNotices takes the owner's pending notices, waiting up to timeout
-// (forever when negative) for at least one.
+// (forever when negative) for at least one. The exit of a process a task
+// lives by ends a wait: the notices are looked at again with the watcher
+// closed (short of descriptors a look beside it cannot settle the task),
+// and a process seen gone is not watched again, its task looked at once a
+// second instead, so that a task that cannot be settled now makes the
+// wait poll rather than spin.
 func (inv *invocation) waitNotices(key string, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)
+	gone := map[int]bool{}
 	for {
-		w := inv.noticeWatcher(key)
+		w, skipped := inv.noticeWatcher(key, gone)
 		notices := inv.takeNotices(key)
 		left := time.Until(deadline)
 		if timeout < 0 {
@@ -92,17 +103,30 @@ func (inv *invocation) waitNotices(key string, timeout time.Duration) []string {
 			w.close()
 			return notices
 		}
-		w.wait(min(left, time.Hour))
+		if skipped {
+			left = min(left, time.Second)
+		}
+		exited := w.wait(min(left, time.Hour))
 		w.close()
+		if len(exited) == 0 {
+			continue
+		}
+		for _, pid := range exited {
+			gone[pid] = true
+		}
+		if notices := inv.takeNotices(key); len(notices) > 0 {
+			return notices
+		}
 	}
 }
 
 // noticeWatcher watches what settles the owner's unsettled tasks, and the
-// arrival of new ones. It is made before the notices are looked at, so an
+// arrival of new ones, but for the processes in gone: skipped says some
+// were left out. It is made before the notices are looked at, so an
 // event between the look and the wait still wakes the wait.
-func (inv *invocation) noticeWatcher(key string) *watcher {
+func (inv *invocation) noticeWatcher(key string, gone map[int]bool) (w *watcher, skipped bool) {
 	pending := filepath.Join(inv.sessionDir(key), "pending")
-	w := newWatcher(pending, 0, 0)
+	w = newWatcher(pending, 0, 0)
 	for _, id := range inv.ownedIDs(key, "pending") {
 		t, err := inv.loadTask(id)
 		if err != nil || fileExists(filepath.Join(t.dir, "status.json")) {
@@ -113,7 +137,11 @@ func (inv *invocation) noticeWatcher(key string) *watcher {
 		if readJSON(filepath.Join(t.dir, "supervisor.json"), &sup) != nil {
 			sup = t.meta.Starter // its supervisor.json will wake the wait
 		}
+		if gone[sup.PID] {
+			skipped = true
+			continue
+		}
 		w.watchProcess(sup.PID, sup.Start)
 	}
-	return w
+	return w, skipped
 }

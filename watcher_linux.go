@@ -5,6 +5,9 @@ package main
 // pidfds on processes and a wake pipe, polled together.
 
 import (
+	"errors"
+	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,20 +21,23 @@ type watcher struct {
 	fds       []unix.PollFd // the wake pipe, then inotify, then pidfds
 	wake      int           // write end of the wake pipe
 	inotifyFD int
-	inotify   bool // every directory asked for is watched
-	pidfds    map[int32]bool
+	blind     bool          // something asked for cannot be watched: waits poll
+	pidfds    map[int32]int // pidfd: its process's pid
+	gone      []int         // watched processes seen exited, for the next wait to report
 }
 
 // newWatcher watches dir and, when pid > 0, the exit of the process pid
 // that started at start.
 func newWatcher(dir string, pid int, start uint64) *watcher {
-	w := &watcher{wake: -1, inotifyFD: -1, pidfds: map[int32]bool{}}
+	w := &watcher{wake: -1, inotifyFD: -1, pidfds: map[int32]int{}}
 	var p [2]int
 	if unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK) == nil {
 		w.fds, w.wake = append(w.fds, unix.PollFd{Fd: int32(p[0]), Events: unix.POLLIN}), p[1]
 	}
 	if fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK); err == nil {
-		w.fds, w.inotifyFD, w.inotify = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}), fd, true
+		w.fds, w.inotifyFD = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}), fd
+	} else {
+		w.blind = true
 	}
 	w.watchDir(dir)
 	w.watchProcess(pid, start)
@@ -40,41 +46,65 @@ func newWatcher(dir string, pid int, start uint64) *watcher {
 
 // watchDir adds a directory. One that cannot be watched makes waits poll.
 func (w *watcher) watchDir(dir string) {
-	if !w.inotify {
+	if w.inotifyFD < 0 {
 		return
 	}
 	if _, err := unix.InotifyAddWatch(w.inotifyFD, dir, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_CLOSE_WRITE|unix.IN_DELETE_SELF); err != nil {
-		w.inotify = false
+		w.blind = true
 	}
 }
 
 // watchProcess adds the exit of the process pid that started at start,
-// when pid > 0 and it is still that process.
+// when pid > 0. One already gone (no such pid, or the pid reused) has
+// exited as far as the next wait is concerned: it reports it at once. One
+// that cannot be looked at now (no descriptor to spare) makes waits poll.
 func (w *watcher) watchProcess(pid int, start uint64) {
 	if pid <= 0 {
 		return
 	}
-	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-		if s, err := procStartTime(pid); err == nil && s == start {
-			w.fds = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-			w.pidfds[int32(fd)] = true
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			w.gone = append(w.gone, pid)
 		} else {
-			unix.Close(fd)
+			w.blind = true
 		}
+		return
 	}
+	s, err := procStartTime(pid)
+	switch {
+	case err == nil && s == start:
+		w.fds = append(w.fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		w.pidfds[int32(fd)] = pid
+		return
+	case err == nil || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+		w.gone = append(w.gone, pid) // another process now has the pid, or none
+	default:
+		w.blind = true
+	}
+	unix.Close(fd)
 }
 
-// wait blocks until an event, an interrupt or timeout. Without inotify it
-// wakes every 50ms, so that callers poll slowly instead of spinning. It
-// reports whether a watched process exited, which wakes it once: the
-// process's pidfd, readable from then on, is dropped.
-func (w *watcher) wait(timeout time.Duration) (exited bool) {
+// wait blocks until an event, an interrupt or timeout. A watcher that
+// cannot see all it was asked to wakes every 50ms, so that callers poll
+// slowly instead of spinning. It returns the pids of the watched
+// processes that exited, each of which wakes it once: the process's
+// pidfd, readable from then on, is dropped.
+func (w *watcher) wait(timeout time.Duration) (exited []int) {
+	exited, w.gone = w.gone, nil
 	timeout = max(timeout, 0)
-	if !w.inotify {
+	if w.blind {
 		timeout = min(timeout, 50*time.Millisecond)
 	}
+	if len(exited) > 0 {
+		timeout = 0 // it has happened: the poll only gathers the rest
+	}
+	ms := int(timeout.Milliseconds()) + 1
+	if timeout == 0 {
+		ms = 0
+	}
 	for {
-		_, err := unix.Poll(w.fds, int(timeout.Milliseconds())+1)
+		_, err := unix.Poll(w.fds, ms)
 		if err != unix.EINTR {
 			break
 		}
@@ -84,10 +114,10 @@ func (w *watcher) wait(timeout time.Duration) (exited bool) {
 	for _, f := range w.fds {
 		switch {
 		case f.Revents&unix.POLLIN == 0 || (w.wake >= 0 && f.Fd == w.fds[0].Fd):
-		case w.pidfds[f.Fd]:
+		case w.pidfds[f.Fd] > 0:
+			exited = append(exited, w.pidfds[f.Fd])
 			unix.Close(int(f.Fd))
 			delete(w.pidfds, f.Fd)
-			exited = true
 			continue
 		default:
 			for {
