@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -318,9 +319,7 @@ func TestToolsBesideStuckGC(t *testing.T) {
 func TestToolsShortOfDescriptors(t *testing.T) {
 	e := newTestEnv(t, "")
 	limited := func(n int, req string) string {
-		c := e.cmd()
-		c.Args = append([]string{"bash", "-c", fmt.Sprintf(`ulimit -n %d; exec "$0" "$@"`, n), c.Path}, c.Args[1:]...)
-		c.Path = "/bin/bash"
+		c := withDescriptors(e.cmd(), n)
 		c.Stdin = strings.NewReader(req)
 		out, err := c.Output()
 		if err != nil {
@@ -408,26 +407,11 @@ func TestWaitSupervisorKilled(t *testing.T) {
 	e := newTestEnv(t, "")
 	for _, n := range []int{12, 14, 16, 18, 0} {
 		id := e.start("sleep 60", "A")
-		var sup procRecord
-		waitFor(t, 10*time.Second, "the supervisor's record", func() bool {
-			return readJSON(filepath.Join(e.stateDir, "tasks", id, "supervisor.json"), &sup) == nil && sup.PID > 0
-		})
-		c := e.cmd()
-		if n > 0 {
-			c.Args = append([]string{"bash", "-c", fmt.Sprintf(`ulimit -n %d; exec "$0" "$@"`, n), c.Path}, c.Args[1:]...)
-			c.Path = "/bin/bash"
-		}
+		c := withDescriptors(e.cmd(), n)
 		c.Stdin = strings.NewReader(outputReq(id, "A", `"wait":true,"timeout_ms":20000`))
 		var out bytes.Buffer
 		c.Stdout = &out
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-		syscall.Kill(sup.PID, syscall.SIGKILL)
-		start := time.Now()
-		c.Wait()
-		if d := time.Since(start); d > 5*time.Second {
+		if d := e.killSupervisorDuring(id, c); d > 5*time.Second {
 			t.Errorf("with %d descriptors, the wait answered %v after the supervisor died", n, d)
 		}
 		got := decodeResponse(t, out.String()).text()
@@ -436,4 +420,32 @@ func TestWaitSupervisorKilled(t *testing.T) {
 		}
 		e.call(killReq(id, "A"))
 	}
+}
+
+// withDescriptors runs c with at most n file descriptors (ulimit -n); n = 0
+// leaves it as it is.
+func withDescriptors(c *exec.Cmd, n int) *exec.Cmd {
+	if n > 0 {
+		c.Args = append([]string{"bash", "-c", fmt.Sprintf(`ulimit -n %d; exec "$0" "$@"`, n), c.Path}, c.Args[1:]...)
+		c.Path = "/bin/bash"
+	}
+	return c
+}
+
+// killSupervisorDuring starts c, kills task id's supervisor with -9 while
+// c runs, and returns how long c took to exit after that.
+func (e *testEnv) killSupervisorDuring(id string, c *exec.Cmd) time.Duration {
+	e.t.Helper()
+	var sup procRecord
+	waitFor(e.t, 10*time.Second, "the supervisor's record", func() bool {
+		return readJSON(filepath.Join(e.stateDir, "tasks", id, "supervisor.json"), &sup) == nil && sup.PID > 0
+	})
+	if err := c.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(sup.PID, syscall.SIGKILL)
+	start := time.Now()
+	c.Wait()
+	return time.Since(start)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,25 +19,10 @@ func TestWaitCommandSupervisorKilled(t *testing.T) {
 	for _, n := range []int{11, 12, 13, 14, 16, 20, 0} {
 		session := fmt.Sprintf("W%d", n)
 		id := e.start("sleep 60", session)
-		var sup procRecord
-		waitFor(t, 10*time.Second, "the supervisor's record", func() bool {
-			return readJSON(filepath.Join(e.stateDir, "tasks", id, "supervisor.json"), &sup) == nil && sup.PID > 0
-		})
-		c := e.cmd("wait", "-session", session, "-timeout", "8s")
-		if n > 0 {
-			c.Args = append([]string{"bash", "-c", fmt.Sprintf(`ulimit -n %d; exec "$0" "$@"`, n), c.Path}, c.Args[1:]...)
-			c.Path = "/bin/bash"
-		}
+		c := withDescriptors(e.cmd("wait", "-session", session, "-timeout", "8s"), n)
 		var out, errOut strings.Builder
 		c.Stdout, c.Stderr = &out, &errOut
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(300 * time.Millisecond)
-		syscall.Kill(sup.PID, syscall.SIGKILL)
-		start := time.Now()
-		c.Wait()
-		took := time.Since(start)
+		took := e.killSupervisorDuring(id, c)
 		ru := c.ProcessState.SysUsage().(*syscall.Rusage)
 		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		if c.ProcessState.ExitCode() == 1 && out.Len() == 0 && strings.HasPrefix(errOut.String(), "bashcall: error: wait: fewer than ") {
