@@ -278,7 +278,11 @@ func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struc
 		if left <= 0 {
 			return nil
 		}
-		for _, pid := range w.wait(left) {
+		exited := w.wait(left)
+		if w.blind && len(exited) == 0 && keeper.PID > 0 && !keeper.alive() {
+			return nil // gone, or it cannot be told short of descriptors: look with the watcher closed
+		}
+		for _, pid := range exited {
 			if pid != keeper.PID {
 				continue // the starter, once the supervisor recorded itself
 			}

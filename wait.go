@@ -108,8 +108,8 @@ func (inv *invocation) waitNotices(key string, timeout time.Duration) []string {
 		}
 		exited := w.wait(min(left, time.Hour))
 		w.close()
-		if len(exited) == 0 {
-			continue
+		if len(exited) == 0 && !w.blind {
+			continue // a blind watcher cannot say a process exited: look
 		}
 		for _, pid := range exited {
 			gone[pid] = true
@@ -130,6 +130,7 @@ func (inv *invocation) noticeWatcher(key string, gone map[int]bool) (w *watcher,
 	for _, id := range inv.ownedIDs(key, "pending") {
 		t, err := inv.loadTask(id)
 		if err != nil || fileExists(filepath.Join(t.dir, "status.json")) {
+			skipped = skipped || shortOfDescriptors(err)
 			continue
 		}
 		w.watchDir(t.dir)
