@@ -177,12 +177,12 @@ func (inv *invocation) gcTasks(cutoff time.Time) (int, []error) {
 	n := 0
 	var failed []error
 	for _, name := range names {
-		// Left by a gc that died while it removed a task; one that is
-		// removing it still holds it.
-		aside := filepath.Join(inv.tasksDir(), name)
 		if !strings.HasPrefix(name, gcAside) {
 			continue
 		}
+		// Left by a gc that died while it removed a task; one that is
+		// removing it still holds it.
+		aside := filepath.Join(inv.tasksDir(), name)
 		if claim := claimForGC(aside); claim != nil {
 			if err := os.RemoveAll(aside); err != nil {
 				failed = append(failed, err)

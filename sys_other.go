@@ -70,9 +70,9 @@ func holdsPipe(int, []uint64) bool        { return false }
 func processAlive(pid int, _ uint64) bool { return syscall.Kill(pid, 0) == nil }
 func bootID() string                      { return "" }
 
-type watcher struct{ blind bool } // it sees nothing: its waits poll
+type watcher struct{}
 
-func newWatcher(string, int, uint64) *watcher { return &watcher{blind: true} }
+func newWatcher(string, int, uint64) *watcher { return &watcher{} }
 func (w *watcher) wait(timeout time.Duration) (exited []int) {
 	time.Sleep(min(max(timeout, 0), 50*time.Millisecond))
 	return nil

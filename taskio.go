@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -263,9 +264,6 @@ func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struc
 		w.watchProcess(keeper.PID, keeper.Start)
 	}
 	for {
-		if !recorded {
-			watchRecorded()
-		}
 		if f := t.final(); f != nil {
 			return f
 		}
@@ -279,17 +277,11 @@ func (t *task) watchSettled(w *watcher, deadline time.Time, aborted <-chan struc
 			return nil
 		}
 		exited := w.wait(left)
-		if w.blind && len(exited) == 0 && keeper.PID > 0 && !keeper.alive() {
-			return nil // gone, or it cannot be told short of descriptors: look with the watcher closed
+		if !recorded {
+			watchRecorded() // the starter exits once it has
 		}
-		for _, pid := range exited {
-			if pid != keeper.PID {
-				continue // the starter, once the supervisor recorded itself
-			}
-			if recorded || !watchRecorded() {
-				return nil
-			}
-			// the supervisor recorded itself as the starter left
+		if slices.Contains(exited, keeper.PID) {
+			return nil
 		}
 	}
 }

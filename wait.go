@@ -108,8 +108,8 @@ func (inv *invocation) waitNotices(key string, timeout time.Duration) []string {
 		}
 		exited := w.wait(min(left, time.Hour))
 		w.close()
-		if len(exited) == 0 && !w.blind {
-			continue // a blind watcher cannot say a process exited: look
+		if len(exited) == 0 {
+			continue
 		}
 		for _, pid := range exited {
 			gone[pid] = true

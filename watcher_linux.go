@@ -23,7 +23,14 @@ type watcher struct {
 	inotifyFD int
 	blind     bool          // something asked for cannot be watched: waits poll
 	pidfds    map[int32]int // pidfd: its process's pid
+	unseen    []procID      // processes without a pidfd, looked at after each wait
 	gone      []int         // watched processes seen exited, for the next wait to report
+}
+
+// procID is a process as the watcher tells it from a later one of its pid.
+type procID struct {
+	pid   int
+	start uint64
 }
 
 // newWatcher watches dir and, when pid > 0, the exit of the process pid
@@ -57,7 +64,9 @@ func (w *watcher) watchDir(dir string) {
 // watchProcess adds the exit of the process pid that started at start,
 // when pid > 0. One already gone (no such pid, or the pid reused) has
 // exited as far as the next wait is concerned: it reports it at once. One
-// that cannot be looked at now (no descriptor to spare) makes waits poll.
+// that cannot be watched now (no descriptor to spare) makes waits poll,
+// and is looked at after each: the wait reports it exited once it is not
+// seen alive, which short of descriptors may be early.
 func (w *watcher) watchProcess(pid int, start uint64) {
 	if pid <= 0 {
 		return
@@ -68,6 +77,7 @@ func (w *watcher) watchProcess(pid int, start uint64) {
 			w.gone = append(w.gone, pid)
 		} else {
 			w.blind = true
+			w.unseen = append(w.unseen, procID{pid, start})
 		}
 		return
 	}
@@ -81,6 +91,7 @@ func (w *watcher) watchProcess(pid int, start uint64) {
 		w.gone = append(w.gone, pid) // another process now has the pid, or none
 	default:
 		w.blind = true
+		w.unseen = append(w.unseen, procID{pid, start})
 	}
 	unix.Close(fd)
 }
@@ -96,12 +107,9 @@ func (w *watcher) wait(timeout time.Duration) (exited []int) {
 	if w.blind {
 		timeout = min(timeout, 50*time.Millisecond)
 	}
-	if len(exited) > 0 {
-		timeout = 0 // it has happened: the poll only gathers the rest
-	}
 	ms := int(timeout.Milliseconds()) + 1
-	if timeout == 0 {
-		ms = 0
+	if len(exited) > 0 {
+		ms = 0 // it has happened: the poll only gathers the rest
 	}
 	for {
 		_, err := unix.Poll(w.fds, ms)
@@ -129,6 +137,15 @@ func (w *watcher) wait(timeout time.Duration) (exited []int) {
 		kept = append(kept, f)
 	}
 	w.fds = kept
+	alive := w.unseen[:0]
+	for _, p := range w.unseen {
+		if processAlive(p.pid, p.start) {
+			alive = append(alive, p)
+		} else {
+			exited = append(exited, p.pid)
+		}
+	}
+	w.unseen = alive
 	return exited
 }
 
