@@ -240,3 +240,58 @@ func (g *gitGuard) pinUp(d, root string, b *guardBudget, done map[string]bool) e
 	}
 	return nil
 }
+
+// recordShallow notes that git dir p is a directory, so that a swap for
+// a .git file is undone.
+func (g *gitGuard) recordShallow(root, p string, remake bool) error {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return nil
+	}
+	rel, _ := filepath.Rel(root, p)
+	g.Entries = append(g.Entries, guardEntry{Root: root, Rel: rel, Kind: "dir", Mode: fi.Mode(), Full: true, Shallow: true, Remake: remake})
+	return nil
+}
+
+// controlModes records the modes of controls and of their ancestors that
+// this user owns (the ones a command could chmod).
+func controlModes(controls []string) []modeEntry {
+	var out []modeEntry
+	seen := map[string]bool{}
+	for _, c := range controls {
+		for p := c; p != "/" && p != "." && !seen[p]; p = filepath.Dir(p) {
+			seen[p] = true
+			fi, err := os.Lstat(p)
+			if err != nil {
+				continue
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() && fi.Mode()&fs.ModeSymlink == 0 {
+				out = append(out, modeEntry{Path: p, Mode: fi.Mode()})
+			}
+		}
+	}
+	return out
+}
+
+// containing is the directory of dirs that p lies in, or "".
+func containing(p string, dirs []string) string {
+	for _, d := range dirs {
+		if within(p, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// fileKind names what fi is.
+func fileKind(fi fs.FileInfo) string {
+	switch {
+	case fi.Mode().IsRegular():
+		return "file"
+	case fi.IsDir():
+		return "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
+}

@@ -26,7 +26,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 )
 
 // Limits on what one call's protection looks at.
@@ -85,6 +84,10 @@ type gitGuard struct {
 	// Found are the submodule checkouts of the call's workspace, for the
 	// next calls (rememberedTops).
 	Found []string `json:"-"`
+	// Known are the git dirs found before the call, and Watch the places
+	// looked at for repositories the call made (gitnew.go).
+	Known []string    `json:"known,omitempty"`
+	Watch []repoWatch `json:"watch,omitempty"`
 }
 
 // readOnly lists the existing protected paths, for the launcher to bind.
@@ -184,6 +187,11 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		done["top:"+top] = true
 		dotGit := filepath.Join(top, ".git")
 		gitDirs := gitDirsOf(top)
+		g.Known = append(g.Known, gitDirs...)
+		shaped := gitShaped(top)
+		if root != "" {
+			g.Watch = append(g.Watch, repoWatch{Root: root, Top: top, Shaped: shaped, Own: b.own})
+		}
 		fi, err := os.Lstat(dotGit)
 		// The top's own git dir: its .git, or where a .git symlink leads
 		// (a .git file's is pointed at by that file, and protected by it).
@@ -199,6 +207,12 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		}
 		if p := pointedAt(top); p != "" {
 			gitDirs = append(gitDirs, "weak:"+p)
+		}
+		if shaped {
+			// The top is a git dir itself (a bare repository): its files
+			// as they are, as a .git file's that names no git dir.
+			g.Known = append(g.Known, top)
+			gitDirs = append(gitDirs, "weak:"+top)
 		}
 		// First the files of every git dir the top names (config, hooks,
 		// ...: of a worktree's own git dir and of its common dir), then
@@ -231,7 +245,8 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 				if full {
 					first = append(first, guardPath{p: gitDir, gitDir: gitDir, shallow: true})
 				}
-				more, complete := protectedGitPaths(gitDir)
+				more, found, complete := protectedGitPaths(gitDir)
+				g.Known = append(g.Known, found...)
 				incomplete[gitDir] = !complete
 				head := min(len(more), len(gitDirFiles))
 				for i, p := range more {
@@ -268,6 +283,9 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		// The submodules after the top's own git files, which the
 		// resolving of what a .gitmodules names must not leave unpaid.
 		subs, complete := submodulePaths(top)
+		if complete {
+			subs, complete = withGitlinks(subs, top, gitDirs, b.own)
+		}
 		if !complete { // more than a .gitmodules holds: those listed are protected, and no more
 			if b.own {
 				return nil, b.spend()
@@ -352,59 +370,4 @@ func (g *gitGuard) protectPath(gp guardPath, writable []string, b *guardBudget, 
 		return nil
 	}
 	return err
-}
-
-// recordShallow notes that git dir p is a directory, so that a swap for
-// a .git file is undone.
-func (g *gitGuard) recordShallow(root, p string, remake bool) error {
-	fi, err := os.Lstat(p)
-	if err != nil || !fi.IsDir() {
-		return nil
-	}
-	rel, _ := filepath.Rel(root, p)
-	g.Entries = append(g.Entries, guardEntry{Root: root, Rel: rel, Kind: "dir", Mode: fi.Mode(), Full: true, Shallow: true, Remake: remake})
-	return nil
-}
-
-// controlModes records the modes of controls and of their ancestors that
-// this user owns (the ones a command could chmod).
-func controlModes(controls []string) []modeEntry {
-	var out []modeEntry
-	seen := map[string]bool{}
-	for _, c := range controls {
-		for p := c; p != "/" && p != "." && !seen[p]; p = filepath.Dir(p) {
-			seen[p] = true
-			fi, err := os.Lstat(p)
-			if err != nil {
-				continue
-			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() && fi.Mode()&fs.ModeSymlink == 0 {
-				out = append(out, modeEntry{Path: p, Mode: fi.Mode()})
-			}
-		}
-	}
-	return out
-}
-
-// containing is the directory of dirs that p lies in, or "".
-func containing(p string, dirs []string) string {
-	for _, d := range dirs {
-		if within(p, d) {
-			return d
-		}
-	}
-	return ""
-}
-
-// fileKind names what fi is.
-func fileKind(fi fs.FileInfo) string {
-	switch {
-	case fi.Mode().IsRegular():
-		return "file"
-	case fi.IsDir():
-		return "dir"
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return "symlink"
-	}
-	return "other"
 }

@@ -23,10 +23,18 @@ import (
 // the sweeps of a running task). Each change goes through an os.Root of
 // the writable directory, one directory at a time (openBeneath), so that
 // a symlink the command planted cannot lead the restore anywhere, inside
-// the directory or out.
+// the directory or out. What the call made that git would reach is then
+// made harmless (undoNew), and listed too.
 func (g *gitGuard) restore() (reverted []string, err error) {
+	reverted, made, err := g.restoreParts()
+	return mergeSorted(reverted, made), err
+}
+
+// restoreParts is restore, with the paths put back apart from those of
+// repositories made harmless.
+func (g *gitGuard) restoreParts() (reverted, made []string, err error) {
 	if g == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	roots := map[string]*os.Root{}
 	defer func() {
@@ -53,6 +61,12 @@ func (g *gitGuard) restore() (reverted []string, err error) {
 			reverted = append(reverted, e.path())
 		}
 	}
+	// What git would reach that the call made, after the protected
+	// paths are back: a .git file put back leads where it led.
+	made, err = g.undoNew(roots)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, m := range g.Modes {
 		fi, err := os.Lstat(m.Path)
 		if err != nil || fi.Mode() == m.Mode || fi.Mode()&fs.ModeSymlink != 0 {
@@ -65,7 +79,8 @@ func (g *gitGuard) restore() (reverted []string, err error) {
 		reverted = append(reverted, m.Path)
 	}
 	sort.Strings(reverted)
-	return reverted, errors.Join(errs...)
+	sort.Strings(made)
+	return reverted, made, errors.Join(errs...)
 }
 
 // restoreIn restores one entry; changed says something had to change.
@@ -291,12 +306,13 @@ func (f *sandboxFacts) restored(reverted []string, err error) {
 // earlier one did calls replanted, once: a task that plants again, in a
 // loop, would otherwise keep a planted file there nearly all the time.
 func (g *gitGuard) sweep(period time.Duration, replanted func()) (stop func() []string) {
-	if g == nil || len(g.Entries) == 0 {
+	if g == nil || len(g.Entries) == 0 && len(g.Watch) == 0 {
 		return func() []string { return nil }
 	}
 	done, result := make(chan struct{}), make(chan []string, 1)
 	go func() {
 		var all []string
+		putBack := false // a protected path was put back
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -305,12 +321,16 @@ func (g *gitGuard) sweep(period time.Duration, replanted func()) (stop func() []
 				result <- all
 				return
 			case <-t.C:
-				reverted, _ := g.restore()
-				if len(reverted) > 0 && len(all) > 0 && replanted != nil {
+				// A repository made harmless again is no replanting: a
+				// git clone or submodule update running longer than a
+				// sweep writes its config more than once.
+				reverted, made, _ := g.restoreParts()
+				if len(reverted) > 0 && putBack && replanted != nil {
 					replanted()
 					replanted = nil
 				}
-				all = mergeSorted(all, reverted)
+				putBack = putBack || len(reverted) > 0
+				all = mergeSorted(all, mergeSorted(reverted, made))
 			}
 		}
 	}()

@@ -7,14 +7,12 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // submodulePaths reads the submodule paths of .gitmodules at top: each
@@ -110,22 +108,7 @@ func pointerLinks(dir string) []string {
 // writes it for a submodule's git dir under .git/modules), canonical, or
 // "".
 func coreWorktree(g string) string {
-	b, err := readSmall(filepath.Join(g, "config"), 1<<16)
-	if err != nil {
-		return ""
-	}
-	section := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			section = strings.ToLower(strings.Trim(line, "[] \t"))
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || section != "core" || !strings.EqualFold(strings.TrimSpace(k), "worktree") {
-			continue
-		}
-		v = unquote(strings.TrimSpace(v))
+	for _, v := range gitConfigValues(g, "core", "worktree") {
 		if !filepath.IsAbs(v) {
 			v = filepath.Join(g, v)
 		}
@@ -134,6 +117,28 @@ func coreWorktree(g string) string {
 		}
 	}
 	return ""
+}
+
+// gitConfigValues are key's values in section of git dir g's config (a
+// plain reading: no includes, no subsections).
+func gitConfigValues(g, section, key string) (values []string) {
+	b, err := readSmall(filepath.Join(g, "config"), 1<<16)
+	if err != nil {
+		return nil
+	}
+	in := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			in = strings.ToLower(strings.Trim(line, "[] \t"))
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if ok && in == section && strings.EqualFold(strings.TrimSpace(k), key) {
+			values = append(values, unquote(strings.TrimSpace(v)))
+		}
+	}
+	return values
 }
 
 // unquote is a git config or .gitmodules value without its double quotes.
@@ -214,10 +219,11 @@ func readPointer(p, prefix string) (string, bool) {
 var gitDirFiles = []string{"config", "config.worktree", "commondir", "hooks"}
 
 // protectedGitPaths lists what git dir g protects, with the git dirs of
-// its linked worktrees and (recursively) its submodules; complete is
-// false where a directory held more entries than a budget, or the list
-// grew past one, and the list stopped there.
-func protectedGitPaths(g string) (paths []string, complete bool) {
+// its linked worktrees and (recursively) its submodules, and the git dirs
+// it found (g and its submodules'); complete is false where a directory
+// held more entries than a budget, or the list grew past one, and the
+// list stopped there.
+func protectedGitPaths(g string) (paths, dirs []string, complete bool) {
 	complete = true
 	listed := 0
 	list := func(dir string) []os.DirEntry {
@@ -237,6 +243,7 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 	var walk func(dir string, depth int)
 	var walkModules func(modules string, depth int)
 	walk = func(dir string, depth int) {
+		dirs = append(dirs, dir)
 		for _, name := range gitDirFiles {
 			paths = append(paths, filepath.Join(dir, name))
 		}
@@ -274,78 +281,7 @@ func protectedGitPaths(g string) (paths []string, complete bool) {
 		}
 	}
 	walk(g, 0)
-	return paths, complete
-}
-
-// readDirBounded lists directory p (never anything else: a FIFO swapped
-// in is not waited on), up to maxGuardEntries entries; more is
-// errTooLarge, with none listed.
-func readDirBounded(p string) ([]os.DirEntry, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readDirFile(f)
-}
-
-// readDirFile lists the open directory f as readDirBounded does.
-func readDirFile(f *os.File) ([]os.DirEntry, error) {
-	entries, err := f.ReadDir(maxGuardEntries + 1)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if len(entries) > maxGuardEntries {
-		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
-	}
-	return entries, err
-}
-
-// readSmallIn is readSmall of rel inside r, never outside it.
-func readSmallIn(r *os.Root, rel string, limit int) ([]byte, error) {
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readRegular(f, limit)
-}
-
-// errTooLarge is a file over what readSmall may read.
-var errTooLarge = errors.New("too large")
-
-// readSmall reads p, a regular file of at most limit bytes (following a
-// symlink, as git does). Anything else is not read, nor opened
-// (openRegular): a device can act on being opened; the scan runs before
-// every confined call and reads where any session's command can write (a
-// FIFO there would hang every call, a sparse file of gigabytes cost each
-// one its size).
-func readSmall(p string, limit int) ([]byte, error) {
-	f, err := openRegular(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readRegular(f, limit)
-}
-
-// readRegular reads the open file f, a regular file of at most limit
-// bytes.
-func readRegular(f *os.File, limit int) ([]byte, error) {
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-		return nil, err
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%q is not a regular file", f.Name())
-	case fi.Size() > int64(limit):
-		return nil, fmt.Errorf("%q: %w", f.Name(), errTooLarge)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err == nil && len(b) > limit { // it grew
-		err = fmt.Errorf("%q: %w", f.Name(), errTooLarge)
-	}
-	return b, err
+	return paths, dirs, complete
 }
 
 // rememberedTops are the submodule checkouts of workspace that the

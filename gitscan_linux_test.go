@@ -60,17 +60,29 @@ func TestGitFilesNotRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(shared)
-	for _, tt := range []struct{ plant, want string }{
-		{"cd " + shared + " && mkfifo .gitmodules", "ran\n"},
-		{"cd " + shared + " && mkdir g && touch g/HEAD && mkfifo g/commondir && echo 'gitdir: g' > .git", "ran\n"},
-		{"cd " + shared + " && truncate -s 2G .gitmodules", "ran\n"},
-		{"truncate -s 2G .gitmodules", "Error: refusing to run under workspace-write: too many protected git files under "},
+	for _, tt := range []struct {
+		plant, want string
+		// running: what a command leaves is there only while it runs
+		// (a repository it made is made harmless after the call, and at
+		// each sweep of a task), so it is planted unconfined, as it is
+		// while a task runs, when another call scans.
+		running bool
+	}{
+		{"cd " + shared + " && mkfifo .gitmodules", "ran\n", false},
+		{"cd " + shared + " && mkdir g && touch g/HEAD && mkfifo g/commondir && echo 'gitdir: g' > .git", "ran\n", true},
+		{"cd " + shared + " && mkdir g && touch g/HEAD && mkfifo g/commondir && echo 'gitdir: g' > .git", "ran\n", false},
+		{"cd " + shared + " && truncate -s 2G .gitmodules", "ran\n", false},
+		{"truncate -s 2G .gitmodules", "Error: refusing to run under workspace-write: too many protected git files under ", false},
 	} {
 		t.Run(tt.plant, func(t *testing.T) {
 			os.RemoveAll(shared)
 			os.Mkdir(shared, 0o755)
 			e := newConfinedEnv(t, "[sandbox]\nwritable_roots = ["+jsonString(shared)+"]\n")
-			if text := e.call(bashReq(tt.plant+" && echo planted", "")).text(); text != "planted\n" {
+			if tt.running {
+				if out, err := exec.Command("bash", "-c", tt.plant).CombinedOutput(); err != nil {
+					t.Fatalf("planting: %v %s", err, out)
+				}
+			} else if text := e.call(bashReq(tt.plant+" && echo planted", "")).text(); !strings.HasPrefix(text, "planted\n") {
 				t.Fatalf("planting: %q", text)
 			}
 			c := e.cmd("-text")

@@ -1,0 +1,264 @@
+package main
+
+// Repositories a call makes (PROTOCOL.md section 7). The guard protects
+// what git runs code from in every repository a call starts with; a
+// command can also make a repository where git goes later on its own:
+// git init at the top of a workspace that was none, a .git file pointing
+// at a git dir it made, the top made a git dir itself (git takes a
+// directory whose .git is no git dir, its HEAD removed, for a bare
+// repository when it holds HEAD, objects/ and refs/), a submodule added
+// (.gitmodules and .git/modules), or a gitlink put in the index for a
+// repository it made under the checkout: git status enters every gitlink
+// whose checkout holds a repository, .gitmodules or not. So after the
+// call, and at each sweep of a running task, each top the scan looked at
+// is looked at again, and what git would reach from it that was no git
+// dir before the call is made harmless, moved aside (NAME.bashcall-
+// moved-RANDOM), never removed:
+//
+//   - the top's own new .git directory (git init), and a new git dir under
+//     a git dir's modules/ (git submodule add) keep their repository, but
+//     not its config, config.worktree, commondir and hooks/;
+//   - a new .git file or symlink at the top, or in a checkout a gitlink or
+//     .gitmodules names, leading to a git dir that was none, is moved
+//     aside itself (what it leads to may be another session's), as is a
+//     new .git directory in such a checkout: git status then enters no
+//     repository there, nor any below it;
+//   - the top made a git dir itself has its HEAD moved aside;
+//   - an index that names more gitlinks than are looked at is moved aside.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// repoWatch is one top the scan looked at, as it was before the call.
+type repoWatch struct {
+	Root   string `json:"root"` // the writable directory it lies in
+	Top    string `json:"top"`
+	Shaped bool   `json:"shaped,omitempty"` // the top was a git dir itself
+	Own    bool   `json:"own,omitempty"`    // of the call's workspace
+}
+
+// maxNewRepos bounds the repositories looked at after the call from one
+// top; maxGitlinks the gitlinks of one index.
+const (
+	maxNewRepos = 2048
+	maxGitlinks = maxGuardEntries
+)
+
+// gitShaped reports whether git takes dir itself for a git dir: a HEAD
+// file or symlink, with objects/ and refs/ or a commondir (whose objects
+// and refs git takes).
+func gitShaped(dir string) bool {
+	if fi, err := os.Lstat(filepath.Join(dir, "HEAD")); err != nil || fi.IsDir() {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "commondir")); err == nil {
+		return true
+	}
+	o, err := os.Stat(filepath.Join(dir, "objects"))
+	if err != nil || !o.IsDir() {
+		return false
+	}
+	r, err := os.Stat(filepath.Join(dir, "refs"))
+	return err == nil && r.IsDir()
+}
+
+// newRepos is one pass over the watched tops.
+type newRepos struct {
+	roots    map[string]*os.Root // the writable directories, opened (restore's)
+	dirs     []string            // their paths
+	known    map[string]bool     // git dirs before the call
+	handled  map[string]bool     // new git dirs made harmless in this pass
+	seen     map[string]bool
+	left     int
+	own      bool
+	reverted []string
+	errs     []error
+}
+
+// undoNew makes harmless what git would reach from the watched tops that
+// was no git dir before the call (see above), through roots.
+func (g *gitGuard) undoNew(roots map[string]*os.Root) ([]string, error) {
+	if g == nil || len(g.Watch) == 0 {
+		return nil, nil
+	}
+	n := &newRepos{roots: roots, known: map[string]bool{}, handled: map[string]bool{}, seen: map[string]bool{}}
+	for _, k := range g.Known {
+		n.known[k] = true
+	}
+	for _, w := range g.Watch {
+		if _, ok := n.root(w.Root); ok && !slices.Contains(n.dirs, w.Root) {
+			n.dirs = append(n.dirs, w.Root)
+		}
+	}
+	for _, w := range g.Watch {
+		if _, ok := n.root(w.Root); !ok {
+			continue
+		}
+		n.left, n.own = maxNewRepos, w.Own
+		if !w.Shaped && gitShaped(w.Top) {
+			n.moveAside(w.Root, filepath.Join(w.Top, "HEAD"))
+		}
+		n.checkout(w.Root, w.Top, true)
+	}
+	return n.reverted, errors.Join(n.errs...)
+}
+
+// root is the open writable directory dir, opened on first use.
+func (n *newRepos) root(dir string) (*os.Root, bool) {
+	if r, ok := n.roots[dir]; ok {
+		return r, true
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, false
+	}
+	n.roots[dir] = r
+	return r, true
+}
+
+// checkout looks at the repository of checkout c (a top when top), in
+// writable directory root.
+func (n *newRepos) checkout(root, c string, top bool) {
+	dotGit := filepath.Join(c, ".git")
+	fi, err := os.Lstat(dotGit)
+	if err != nil || n.seen[dotGit] {
+		return
+	}
+	n.seen[dotGit] = true
+	if n.left--; n.left < 0 {
+		n.errs = append(n.errs, fmt.Errorf("more than %d repositories under %q to look at", maxNewRepos, c))
+		return
+	}
+	if fi.IsDir() {
+		if !n.known[dotGit] {
+			if !top {
+				n.moveAside(root, dotGit)
+				return
+			}
+			n.harmless(root, dotGit)
+		}
+		n.reach(root, dotGit, c)
+		return
+	}
+	dirs := gitDirsOf(c) // none: nothing git could run there
+	for _, d := range dirs {
+		if !n.known[d] && !n.handled[d] {
+			n.moveAside(root, dotGit)
+			return
+		}
+	}
+	if len(dirs) > 0 {
+		if r := containing(dirs[0], n.dirs); r != "" {
+			n.reach(r, dirs[0], c)
+		}
+	}
+}
+
+// reach looks at what git enters from git dir g, checked out at c: the
+// git dirs under its modules/, and the checkouts its index's gitlinks and
+// c's .gitmodules name.
+func (n *newRepos) reach(root, g, c string) {
+	n.modules(root, filepath.Join(g, "modules"), 0)
+	subs, _ := submodulePaths(c)
+	limit := int64(maxIndexBytes)
+	if n.own {
+		limit = maxOwnIndexBytes
+	}
+	links, complete, _ := indexGitlinks(g, limit, maxGitlinks)
+	if !complete {
+		// More than are looked at (a command can add any number): git
+		// is left no index to enter them from.
+		n.moveAside(root, filepath.Join(g, "index"))
+		links = nil
+	}
+	for _, s := range append(subs, links...) {
+		p := filepath.Join(c, filepath.Clean(s))
+		if !within(p, c) || p == c || !n.plainWay(root, p) {
+			continue
+		}
+		n.checkout(root, p, false)
+	}
+}
+
+// modules looks at the git dirs under dir, a modules/ directory of a git
+// dir (names nest: modules/a/b), depth levels down.
+func (n *newRepos) modules(root, dir string, depth int) {
+	entries, err := readDirBounded(dir)
+	if errors.Is(err, errTooLarge) {
+		n.errs = append(n.errs, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		m := filepath.Join(dir, e.Name())
+		switch {
+		case isGitDir(m):
+			if !n.known[m] && !n.handled[m] {
+				n.harmless(root, m)
+				n.handled[m] = true
+			}
+			n.modules(root, filepath.Join(m, "modules"), 0)
+		case depth < maxModuleDepth:
+			n.modules(root, m, depth+1)
+		}
+	}
+}
+
+// plainWay reports whether p is a directory reached from root with no
+// symlink on the way, nor p one: git enters no gitlink's checkout
+// through a symlink.
+func (n *newRepos) plainWay(root, p string) bool {
+	r, _ := n.root(root)
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return false
+	}
+	at, err := openBeneath(r, filepath.Join(rel, ".git"), false)
+	if err != nil {
+		return false
+	}
+	at.close()
+	return true
+}
+
+// harmless moves aside what git runs code from in git dir g.
+func (n *newRepos) harmless(root, g string) {
+	for _, name := range gitDirFiles {
+		n.moveAside(root, filepath.Join(g, name))
+	}
+}
+
+// moveAside moves p aside, reached from root one directory at a time,
+// never through a symlink; nothing there is nothing to do.
+func (n *newRepos) moveAside(root, p string) {
+	r, _ := n.root(root)
+	rel, err := filepath.Rel(root, p)
+	if err != nil || r == nil {
+		return
+	}
+	at, err := openBeneath(r, rel, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		defer at.close()
+		if _, err = at.dir.Lstat(at.name); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if err == nil {
+			err = moveAside(at.dir, at.name)
+		}
+	}
+	if err != nil {
+		n.errs = append(n.errs, fmt.Errorf("moving aside %q: %w", p, err))
+		return
+	}
+	n.reverted = append(n.reverted, p)
+}

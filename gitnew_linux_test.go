@@ -1,0 +1,218 @@
+package main
+
+// Repositories a call makes (gitnew.go): a command makes one where git
+// goes later on its own, plants code in it, and git run unconfined after
+// the call, as the person would, runs nothing of it.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// newRepoVectors make a repository git reaches from the workspace and
+// plant code in it ($PWNED/<name> when it runs); with: the workspace is a
+// repository with one commit first, and an upstream repository is at $UP.
+var newRepoVectors = []struct {
+	name, script string
+	repo         bool
+}{
+	// git init where there was no repository.
+	{"init", `git init -q && git add -A && git commit -qm one && git config core.fsmonitor "touch $PWNED/init-fsmonitor; false" &&
+git config alias.st "!touch $PWNED/init-alias" && printf '#!/bin/sh\ntouch %s/init-hook\n' "$PWNED" > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`, false},
+	// A .git file pointing at a git dir made in /tmp.
+	{"separate", `git init -q --separate-git-dir="$SEP" && git add -A && git commit -qm one && git config core.fsmonitor "touch $PWNED/separate; false"`, false},
+	// The workspace made a bare repository, .git's HEAD removed.
+	{"bare-top", `rm .git/HEAD && echo "ref: refs/heads/master" > HEAD && mkdir objects refs &&
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = "touch %s/bare-top; false"\n' "$PWNED" > config`, true},
+	// The same as a linked worktree's git dir, its objects and refs in
+	// /tmp through a commondir, its config a config.worktree.
+	{"bare-top-commondir", `cp -r .git "$SEP" && rm .git/HEAD && echo "ref: refs/heads/master" > HEAD && echo "$SEP" > commondir &&
+git --git-dir="$SEP" config extensions.worktreeConfig true && printf '[core]\n\tbare = false\n\tworktree = %s\n\tfsmonitor = "touch %s/bare-top-commondir; false"\n' "$PWD" "$PWNED" > config.worktree`, true},
+	// A repository made under the checkout, and a gitlink to it in the index.
+	{"gitlink", `mkdir nested && cd nested && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch $PWNED/gitlink; false" &&
+cd .. && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested"`, true},
+	// The same through a .git file, the git dir in /tmp.
+	{"gitlink-file", `mkdir nested && git init -q --separate-git-dir="$SEP" nested && git -C nested commit -q --allow-empty -m n &&
+git -C nested config core.fsmonitor "touch $PWNED/gitlink-file; false" && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested"`, true},
+	// A submodule added, with a planted config and hook in its git dir.
+	{"submodule", `git -c protocol.file.allow=always submodule add -q "$UP" added && git commit -qm sub &&
+git -C added config core.fsmonitor "touch $PWNED/submodule; false" && printf '#!/bin/sh\ntouch %s/submodule-hook\n' "$PWNED" > .git/modules/added/hooks/post-checkout && chmod +x .git/modules/added/hooks/post-checkout`, true},
+	// A gitlink inside a submodule's own index.
+	{"gitlink-in-submodule", `mkdir sub/deeper && cd sub/deeper && git init -q && git commit -q --allow-empty -m d && git config core.fsmonitor "touch $PWNED/gitlink-in-submodule; false" &&
+cd .. && git update-index --add --cacheinfo "160000,$(git -C deeper rev-parse HEAD),deeper"`, true},
+}
+
+// TestGuardNewRepository: each repository a command makes where git goes
+// later (newRepoVectors), in the foreground and as a task, under either
+// mechanism, as root and as an unprivileged user, runs nothing of what
+// was planted in it when git runs later, recursing into submodules; and
+// a repository made by git init keeps its commits.
+func TestGuardNewRepository(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		for _, nobody := range []bool{false, true} {
+			for _, bg := range []bool{false, true} {
+				for i, v := range newRepoVectors {
+					t.Run(fmt.Sprintf("%s/nobody=%v/background=%v/%s", m.name, nobody, bg, v.name), func(t *testing.T) {
+						e, pwned := plantEnv(t, m.env)
+						os.Chmod(pwned, 0o777)
+						up := filepath.Join(e.dir, "upstream")
+						if v.repo {
+							withSubmodule(t, e) // its upstream too
+						} else {
+							newRepo(t, up)
+							os.WriteFile(filepath.Join(e.workspace, "a.txt"), []byte("a\n"), 0o644)
+						}
+						sep := filepath.Join("/tmp", fmt.Sprintf("bashcall-sep-%s-%d", filepath.Base(e.dir), i))
+						t.Cleanup(func() { os.RemoveAll(sep) })
+						if nobody {
+							e.asNobody()
+						}
+						script := fmt.Sprintf("export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\nPWNED=%q UP=%q SEP=%q\n%s && echo planted", pwned, up, sep, v.script)
+						text, facts := plantCall(t, e, script, bg, 1)
+						if !strings.Contains(text, "planted") {
+							t.Fatalf("the command did not plant: %q", text)
+						}
+						if facts == nil || len(facts.Reverted) == 0 || !strings.Contains(text, "reverted changes") {
+							t.Errorf("nothing reported reverted: %q", text)
+						}
+						if facts != nil && facts.RestoreFailed != "" {
+							t.Errorf("restore failed: %s", facts.RestoreFailed)
+						}
+						checkNothingRanAs(t, e.workspace, pwned)
+						for _, args := range [][]string{{"submodule", "update", "--init", "--recursive"}, {"submodule", "foreach", "--recursive", "git status"}, {"st"}} {
+							gitRun(t, e.workspace, append([]string{"-c", "safe.directory=*"}, args...)...)
+						}
+						if planted, _ := os.ReadDir(pwned); len(planted) > 0 {
+							t.Errorf("planted code ran: %v", planted)
+						}
+						if v.name == "init" {
+							if log := gitRun(t, e.workspace, "-c", "safe.directory=*", "log", "--oneline"); !strings.Contains(log, " one") {
+								t.Errorf("the repository git init made lost its commit: %q", log)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestGuardNewRepositoryOrdinary: a repository a confined git init makes
+// keeps working, confined in the next call and unconfined after; a
+// submodule a confined git submodule add makes keeps its checkout and
+// commits; a workspace that was a bare repository keeps its HEAD.
+func TestGuardNewRepositoryOrdinary(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name+"/init", func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			os.WriteFile(filepath.Join(e.workspace, "a.txt"), []byte("a\n"), 0o644)
+			ident := "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\n"
+			first := e.call(sessionCall(ident+"git init -q && git add -A && git commit -qm one && echo made", "S", e.workspace, "")).text()
+			if !strings.HasPrefix(first, "made\n") || !strings.Contains(first, "/.git/config") {
+				t.Errorf("the first call: %q", first)
+			}
+			os.WriteFile(filepath.Join(e.workspace, "b.txt"), []byte("b\n"), 0o644)
+			second := e.call(sessionCall(ident+"git add -A && git commit -qm two && git log --oneline | wc -l", "S", e.workspace, "")).text()
+			if second != "2\n" {
+				t.Errorf("the second call: %q", second)
+			}
+			if log := gitRun(t, e.workspace, "log", "--oneline"); strings.Count(log, "\n") != 2 {
+				t.Errorf("git log after: %q", log)
+			}
+		})
+		t.Run(m.name+"/submodule", func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			up := filepath.Join(e.dir, "upstream")
+			newRepo(t, up)
+			newRepo(t, e.workspace)
+			add := fmt.Sprintf("export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\ngit -c protocol.file.allow=always submodule add -q %q added && git commit -qm sub && echo added", up)
+			if text := e.call(sessionCall(add, "S", e.workspace, "")).text(); !strings.HasPrefix(text, "added\n") {
+				t.Errorf("the call: %q", text)
+			}
+			if _, err := os.Stat(filepath.Join(e.workspace, "added", "a.txt")); err != nil {
+				t.Errorf("the submodule's checkout: %v", err)
+			}
+			if st := gitRun(t, e.workspace, "status", "--porcelain"); st != "" {
+				t.Errorf("git status after: %q", st)
+			}
+		})
+		t.Run(m.name+"/bare", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			src := filepath.Join(e.dir, "src")
+			newRepo(t, src)
+			gitRun(t, e.dir, "clone", "-q", "--bare", src, e.workspace)
+			plant := fmt.Sprintf(`printf '#!/bin/sh\ntouch %s/bare-hook\n' > hooks/post-update; chmod +x hooks/post-update; git config core.pager "touch %s/bare-pager"; echo done`, pwned, pwned)
+			if text := e.call(sessionCall(plant, "S", e.workspace, "")).text(); !strings.HasPrefix(text, "done\n") {
+				t.Errorf("the call: %q", text)
+			}
+			if _, err := os.Lstat(filepath.Join(e.workspace, "HEAD")); err != nil {
+				t.Errorf("the bare repository's HEAD: %v", err)
+			}
+			if cfg := gitRun(t, e.workspace, "config", "--list", "--local"); strings.Contains(cfg, "pager") {
+				t.Errorf("the bare repository's config kept what was planted: %q", cfg)
+			}
+			if b, err := os.ReadFile(filepath.Join(e.workspace, "hooks", "post-update")); err == nil {
+				t.Errorf("the bare repository's hook kept what was planted: %q", b)
+			}
+		})
+	}
+}
+
+// TestGuardManyGitlinks: a command that adds more gitlinks than are
+// looked at after the call, the one to its planted repository last, or
+// leaves an index bashcall cannot read to its end, has the index moved
+// aside: git run later enters none. An index of more gitlinks than a
+// call protects refuses the workspace's calls, as a .gitmodules of more
+// submodules does.
+func TestGuardManyGitlinks(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name+"/added", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			plant := fmt.Sprintf(`export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+mkdir zzz && cd zzz && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch %s/many; false" && cd ..
+h=$(git -C zzz rev-parse HEAD)
+for i in $(seq 1 %d); do printf '160000 %%s\tl%%05d\n' "$h" "$i"; done | git update-index --index-info
+git update-index --add --cacheinfo "160000,$h,zzz" && echo planted`, pwned, maxGitlinks)
+			text := e.call(bashReq(plant, `"timeoutMs":60000`)).text()
+			if !strings.HasPrefix(text, "planted\n") || !strings.Contains(text, "/.git/index") {
+				t.Errorf("the call: %q", text)
+			}
+			checkNothingRanAs(t, e.workspace, pwned)
+		})
+		t.Run(m.name+"/unreadable", func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			plant := fmt.Sprintf(`mkdir nested && cd nested && git init -q && git config core.fsmonitor "touch %s/cut; false" && cd .. &&
+git update-index --add --cacheinfo "160000,$(git rev-parse HEAD),nested" && truncate -s 120 .git/index && echo planted`, pwned)
+			if text := e.call(bashReq(plant, "")).text(); !strings.HasPrefix(text, "planted\n") || !strings.Contains(text, "/.git/index") {
+				t.Errorf("the call: %q", text)
+			}
+			checkNothingRanAs(t, e.workspace, pwned)
+		})
+		t.Run(m.name+"/refused", func(t *testing.T) {
+			e, _ := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			head := strings.TrimSpace(gitRun(t, e.workspace, "rev-parse", "HEAD"))
+			var info strings.Builder
+			for i := 0; i <= maxSubmodules; i++ {
+				fmt.Fprintf(&info, "160000 %s\tl%05d\n", head, i)
+			}
+			c := exec.Command("git", "update-index", "--index-info")
+			c.Dir, c.Stdin = e.workspace, strings.NewReader(info.String())
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("git update-index: %v %s", err, out)
+			}
+			if text := e.call(bashReq("echo ran", "")).text(); !strings.Contains(text, "too many protected git files under ") {
+				t.Errorf("a call in a workspace of %d gitlinks: %q", maxSubmodules+1, text)
+			}
+		})
+	}
+}
