@@ -592,16 +592,26 @@ func BenchmarkReadConfinement(b *testing.B) {
 // costs a confined call under each mechanism: recording before the call
 // and checking (restoring) after it, in process.
 func BenchmarkGitGuard(b *testing.B) {
-	ws := b.TempDir()
-	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+	fresh := b.TempDir()
+	if out, err := exec.Command("git", "init", "-q", fresh).CombinedOutput(); err != nil {
 		b.Skipf("git init: %v %s", err, out)
 	}
-	for _, full := range []bool{false, true} {
-		name := "namespace"
-		if full {
-			name = "snapshot"
-		}
-		b.Run(name, func(b *testing.B) {
+	// A repository of 2000 files in its index (about 150 KiB of it), and
+	// two submodules: what reading the index for gitlinks costs.
+	files := b.TempDir()
+	script := `git init -q && mkdir -p d && for i in $(seq 1 2000); do echo $i > d/f$i; done && git add -A &&
+h=$(git hash-object -w d/f1) && git update-index --add --cacheinfo 160000,$h,sub1 --cacheinfo 160000,$h,sub2`
+	c := exec.Command("bash", "-c", script)
+	c.Dir = files
+	if out, err := c.CombinedOutput(); err != nil {
+		b.Skipf("making a repository: %v %s", err, out)
+	}
+	for _, run := range []struct {
+		name, ws string
+		full     bool
+	}{{"namespace", fresh, false}, {"snapshot", fresh, true}, {"namespace/files", files, false}, {"snapshot/files", files, true}} {
+		ws, full := run.ws, run.full
+		b.Run(run.name, func(b *testing.B) {
 			var entries int
 			for i := 0; i < b.N; i++ {
 				g, err := planGitGuard([]string{ws}, nil, nil, nil, full)

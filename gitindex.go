@@ -12,7 +12,7 @@ package main
 // does a submodule's.
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -61,172 +61,305 @@ func indexGitlinks(g string, limit int64, max int) (paths []string, complete boo
 		paths = append(paths, p)
 		return true
 	}
-	shared, complete, err := readIndex(filepath.Join(g, "index"), hashSize, limit, add)
-	if err != nil || !complete || shared == "" {
+	main, complete, err := readIndex(filepath.Join(g, "index"), hashSize, limit, add, nil)
+	if err != nil || !complete || main.shared == "" {
 		return paths, complete, err
 	}
-	_, complete, err = readIndex(filepath.Join(g, "sharedindex."+shared), hashSize, limit, add)
+	// A split index: its entries of no name take, in order, the names of
+	// the shared index's entries its replace bitmap names (git's
+	// split-index.c). git dies where the two do not pair up.
+	if len(main.replaced) != len(main.replacing) {
+		return paths, false, fmt.Errorf("%q: %w", filepath.Join(g, "index"), errBadIndex)
+	}
+	gitlinkAt := map[int]bool{}
+	for j, pos := range main.replaced {
+		if main.replacing[j] {
+			gitlinkAt[pos] = true
+		}
+	}
+	named := func(pos int, name string) bool { return !gitlinkAt[pos] || add(name) }
+	_, complete, err = readIndex(filepath.Join(g, "sharedindex."+main.shared), hashSize, limit, add, named)
 	return paths, complete, err
 }
 
+// indexRead is what an index says besides its gitlinks: the shared index
+// its link extension names, if any; whether each of its entries of no
+// name (in a split index, those taking the name of a shared entry) is a
+// gitlink; and the shared entries its replace bitmap names.
+type indexRead struct {
+	shared    string
+	replacing []bool
+	replaced  []int
+}
+
 // readIndex reads the index file p, calling add with each gitlink's path
-// (false: no more), and returns the name of the shared index its link
-// extension names, if any. A missing file is an empty index.
-func readIndex(p string, hashSize int, limit int64, add func(string) bool) (shared string, complete bool, err error) {
+// and named (if not nil) with every entry's position and path (false from
+// either: no more). A missing file is an empty index.
+func readIndex(p string, hashSize int, limit int64, add func(string) bool, named func(int, string) bool) (r indexRead, complete bool, err error) {
 	f, err := openRegular(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", true, nil
+		return r, true, nil
 	}
 	if err != nil {
-		return "", false, err
+		return r, false, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", false, err
+		return r, false, err
 	}
-	size := fi.Size()
-	if size > limit {
-		return "", false, nil
+	if fi.Size() > limit {
+		return r, false, nil
 	}
-	r := &indexReader{r: bufio.NewReaderSize(io.LimitReader(f, size), 64<<10), left: size}
-	var head [12]byte
-	r.read(head[:])
-	version := binary.BigEndian.Uint32(head[4:8])
-	if r.err != nil || string(head[:4]) != "DIRC" || version < 2 || version > 4 {
-		return "", false, fmt.Errorf("%q: %w", p, errBadIndex)
+	w := &indexWindow{r: io.LimitReader(f, fi.Size()), size: fi.Size(), buf: make([]byte, min(fi.Size(), 1<<20))}
+	bad := fmt.Errorf("%q: %w", p, errBadIndex)
+	head := w.take(12)
+	if head == nil || string(head[:4]) != "DIRC" {
+		return r, false, bad
 	}
-	count := binary.BigEndian.Uint32(head[8:12])
+	version, count := binary.BigEndian.Uint32(head[4:8]), binary.BigEndian.Uint32(head[8:12])
+	if version < 2 || version > 4 {
+		return r, false, bad
+	}
 	fixed := 40 + hashSize + 2 // stat data, object name, flags
-	entry := make([]byte, fixed+2)
-	var prev []byte // v4: the previous entry's path
-	for i := uint32(0); i < count && r.err == nil; i++ {
-		r.read(entry[:fixed])
-		flags := binary.BigEndian.Uint16(entry[fixed-2 : fixed])
-		n := fixed
-		if flags&0x4000 != 0 { // extended flags (v3 and later)
-			if version < 3 {
-				r.err = errBadIndex
-				break
-			}
-			r.read(entry[fixed : fixed+2])
-			n += 2
+	var prev []byte            // v4: the previous entry's path
+	for i := uint32(0); i < count; i++ {
+		// The entry whole, unless the file ends first.
+		size, gitlink, name, ok := indexEntry(w.peek(fixed+2+10+maxIndexName+8), version, fixed, prev, i == 0)
+		if !ok {
+			return r, false, bad
 		}
-		var name []byte
 		if version == 4 {
-			strip := r.varint()
-			if strip > uint64(len(prev)) {
-				r.err = errBadIndex
-				break
-			}
-			name = append(prev[:len(prev)-int(strip)], r.upToNul()...)
 			prev = name
-		} else {
-			name = r.upToNul()
-			// Entries are padded with NULs to a multiple of eight bytes,
-			// the name's own NUL among them.
-			if pad := 8 - (n+len(name))%8; pad > 1 {
-				r.skip(int64(pad - 1))
-			}
 		}
-		mode := binary.BigEndian.Uint32(entry[24:28])
-		if r.err == nil && mode>>12 == 0o16 && !add(string(name)) {
-			return "", false, nil
+		w.skip(size)
+		if len(name) == 0 {
+			r.replacing = append(r.replacing, gitlink)
+			continue
+		}
+		// git enters a gitlink's path as a C string: up to a NUL in it.
+		path, _, _ := strings.Cut(string(name), "\x00")
+		if gitlink && !add(path) || named != nil && !named(int(i), path) {
+			return r, false, nil
 		}
 	}
 	// The extensions, up to the trailing checksum: a split index names
 	// its shared index in "link".
-	for r.err == nil && r.left > int64(hashSize) {
-		var ext [8]byte
-		r.read(ext[:])
-		n := int64(binary.BigEndian.Uint32(ext[4:]))
-		if string(ext[:4]) == "link" && n >= int64(hashSize) {
-			h := make([]byte, hashSize)
-			r.read(h)
-			shared, n = hex.EncodeToString(h), n-int64(hashSize)
+	for w.left() > int64(hashSize) {
+		ext := w.take(8)
+		if ext == nil {
+			return r, false, bad
 		}
-		r.skip(n)
+		n := int64(binary.BigEndian.Uint32(ext[4:]))
+		if n > w.left() {
+			return r, false, bad
+		}
+		if string(ext[:4]) == "link" {
+			// The shared index's name, then the delete and replace
+			// bitmaps (EWAH).
+			b := w.take(int(min(n, 16<<20)))
+			if b == nil || len(b) < hashSize || int64(len(b)) < n {
+				return r, false, bad
+			}
+			r.shared = hex.EncodeToString(b[:hashSize])
+			if n > int64(hashSize) {
+				_, used, ok := ewahBits(b[hashSize:], -1)
+				var replaced []int
+				if ok {
+					replaced, _, ok = ewahBits(b[hashSize+used:], len(r.replacing)+1)
+				}
+				if !ok {
+					return r, false, bad
+				}
+				r.replaced = replaced
+			}
+			continue
+		}
+		for ; n > 0; n -= 1 << 20 {
+			if w.take(int(min(n, 1<<20))) == nil {
+				return r, false, bad
+			}
+		}
 	}
-	if r.err != nil {
-		return "", false, fmt.Errorf("%q: %w", p, errBadIndex)
-	}
-	return shared, true, nil
+	return r, true, nil
 }
 
-// indexReader reads an index, remembering its first error.
-type indexReader struct {
-	r    *bufio.Reader
-	left int64 // bytes not read yet
-	err  error
+// indexWindow reads an index of size bytes through a window of it in
+// memory, of 1 MiB or the whole file.
+type indexWindow struct {
+	r        io.Reader
+	size     int64
+	buf      []byte
+	off, end int
+	read     int64 // bytes taken
 }
 
-func (r *indexReader) read(b []byte) {
-	if r.err != nil {
-		return
+// maxIndexName bounds one entry's path (git stores longer paths than a
+// system call takes, and no more).
+const maxIndexName = 64 << 10
+
+// peek returns up to n bytes at the window's start, fewer only at the
+// end of the file (or where it was cut while read).
+func (w *indexWindow) peek(n int) []byte {
+	n = int(min(int64(n), w.size-w.read))
+	if w.end-w.off < n {
+		copy(w.buf, w.buf[w.off:w.end])
+		w.end -= w.off
+		w.off = 0
+		if n > len(w.buf) {
+			w.buf = append(w.buf, make([]byte, n-len(w.buf))...)
+		}
+		for w.end < n {
+			m, err := w.r.Read(w.buf[w.end:])
+			w.end += m
+			if err != nil {
+				break
+			}
+		}
 	}
-	_, r.err = io.ReadFull(r.r, b)
-	r.left -= int64(len(b))
+	return w.buf[w.off:min(w.end, w.off+n)]
 }
 
-func (r *indexReader) skip(n int64) {
-	if r.err != nil {
-		return
-	}
-	if n < 0 || n > r.left {
-		r.err = errBadIndex
-		return
-	}
-	_, r.err = r.r.Discard(int(n))
-	r.left -= n
-}
-
-// upToNul reads a NUL-terminated name (of at most 64 KiB: git stores
-// longer paths than a system call takes, and no more), without its NUL.
-func (r *indexReader) upToNul() []byte {
-	if r.err != nil {
+// take returns the next n bytes, or nil where the file has fewer.
+func (w *indexWindow) take(n int) []byte {
+	b := w.peek(n)
+	if len(b) < n {
 		return nil
 	}
-	var name []byte
-	for {
-		b, err := r.r.ReadByte()
-		if err != nil {
-			r.err = err
-			return nil
-		}
-		r.left--
-		if b == 0 {
-			return name
-		}
-		if len(name) == 64<<10 {
-			r.err = errBadIndex
-			return nil
-		}
-		name = append(name, b)
-	}
+	w.skip(n)
+	return b
 }
 
-// varint reads git's offset encoding of a number (as in an ofs-delta).
-func (r *indexReader) varint() uint64 {
-	var v uint64
-	for i := 0; r.err == nil; i++ {
-		b, err := r.r.ReadByte()
-		if err != nil {
-			r.err = err
-			return 0
+func (w *indexWindow) skip(n int) {
+	w.off += n
+	w.read += int64(n)
+}
+
+// left is what the file holds past what was taken.
+func (w *indexWindow) left() int64 { return w.size - w.read }
+
+// ewahBits decodes a bitmap in git's EWAH serialization (ewah/ewah_io.c)
+// at the start of b: the positions of its set bits, up to max of them
+// (max below 0: none kept, the bitmap only taken), and the bytes it took.
+// ok is false where b holds no such bitmap, or more set bits than max.
+func ewahBits(b []byte, max int) (bits []int, used int, ok bool) {
+	if len(b) < 8 {
+		return nil, 0, false
+	}
+	words := int64(binary.BigEndian.Uint32(b[4:8]))
+	if words > int64(len(b)-12)/8 {
+		return nil, 0, false
+	}
+	used = 8 + 8*int(words) + 4
+	pos := int64(0)
+	for i := 0; i < int(words); {
+		// A marker word: a run of words all of its bit, then words as
+		// they are.
+		w := binary.BigEndian.Uint64(b[8+8*i:])
+		i++
+		run, literal := int64(w>>1&0xffffffff)*64, int(w>>33)
+		if w&1 != 0 && max >= 0 {
+			for k := int64(0); k < run; k++ {
+				if len(bits) == max {
+					return nil, 0, false
+				}
+				bits = append(bits, int(pos+k))
+			}
 		}
-		r.left--
+		pos += run
+		for ; literal > 0 && i < int(words); literal, i = literal-1, i+1 {
+			lw := binary.BigEndian.Uint64(b[8+8*i:])
+			for bit := 0; bit < 64; bit++ {
+				if lw>>bit&1 != 0 && max >= 0 {
+					if len(bits) == max {
+						return nil, 0, false
+					}
+					bits = append(bits, int(pos)+bit)
+				}
+			}
+			pos += 64
+		}
+	}
+	return bits, used, true
+}
+
+// indexEntry reads the index entry at the start of b as git does
+// (read-cache.c, create_from_disk), and returns its size, whether it is
+// a gitlink, and its name: of the length its flags' 12 bits say, or, at
+// 0xfff, up to its NUL; in version 4, after the part of the previous
+// entry's name (prev) it keeps, but for the first entry's. ok is false
+// where git would not read the entry as it is shaped.
+func indexEntry(b []byte, version uint32, fixed int, prev []byte, first bool) (size int, gitlink bool, name []byte, ok bool) {
+	if len(b) < fixed {
+		return 0, false, nil, false
+	}
+	gitlink = binary.BigEndian.Uint32(b[24:28])>>12 == 0o16
+	flags := binary.BigEndian.Uint16(b[fixed-2 : fixed])
+	length, n := int(flags&0xfff), fixed
+	if flags&0x4000 != 0 { // extended flags (version 3 and later)
+		if version < 3 || len(b) < fixed+2 {
+			return 0, false, nil, false
+		}
+		n += 2
+	}
+	if version < 4 {
+		name, used := nameAt(b[n:], length)
+		// Padded to a multiple of eight bytes, the name's NUL among them.
+		size = (n + len(name) + 8) &^ 7
+		return size, gitlink, name, used > 0 && size <= len(b)
+	}
+	strip, m := indexVarint(b[n:])
+	if m == 0 || !first && strip > uint64(len(prev)) {
+		return 0, false, nil, false
+	}
+	keep := 0
+	if !first {
+		keep = len(prev) - int(strip)
+	}
+	want := 0xfff // the rest up to its NUL
+	if length != 0xfff {
+		want = length - keep
+	}
+	suffix, used := nameAt(b[n+m:], want)
+	if used == 0 {
+		return 0, false, nil, false
+	}
+	return n + m + used, gitlink, append(prev[:keep], suffix...), true
+}
+
+// nameAt is the name at the start of b, of length bytes and followed by
+// a NUL, or, where length is 0xfff, up to a NUL within maxIndexName
+// bytes; used counts the NUL, 0 where there is none there. git copies a
+// name with the byte after it and goes to a path as a C string: where
+// that byte is no NUL, the path runs on past the name into whatever its
+// memory holds, and no reading could say where it leads.
+func nameAt(b []byte, length int) (name []byte, used int) {
+	if length == 0xfff {
+		i := bytes.IndexByte(b[:min(len(b), maxIndexName+1)], 0)
+		if i < 0 {
+			return nil, 0
+		}
+		return b[:i], i + 1
+	}
+	if length < 0 || length >= len(b) || b[length] != 0 {
+		return nil, 0
+	}
+	return b[:length], length + 1
+}
+
+// indexVarint is git's offset encoding of a number (as in an ofs-delta)
+// at the start of b, and its length; 0 where b holds none.
+func indexVarint(b []byte) (v uint64, n int) {
+	for i, c := range b[:min(len(b), 10)] {
 		if i > 0 {
 			v++
 		}
-		v = v<<7 | uint64(b&0x7f)
-		if b&0x80 == 0 {
-			return v
-		}
-		if i == 8 {
-			r.err = errBadIndex
+		v = v<<7 | uint64(c&0x7f)
+		if c&0x80 == 0 {
+			return v, i + 1
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 // withGitlinks adds the gitlinks of top's index to subs, the submodule

@@ -24,7 +24,8 @@ package main
 //     new .git directory in such a checkout: git status then enters no
 //     repository there, nor any below it;
 //   - the top made a git dir itself has its HEAD moved aside;
-//   - an index that names more gitlinks than are looked at is moved aside.
+//   - an index that names more gitlinks (with .gitmodules' paths) than a
+//     call protects, or that cannot be read to its end, is moved aside.
 
 import (
 	"errors"
@@ -44,11 +45,8 @@ type repoWatch struct {
 }
 
 // maxNewRepos bounds the repositories looked at after the call from one
-// top; maxGitlinks the gitlinks of one index.
-const (
-	maxNewRepos = 2048
-	maxGitlinks = maxGuardEntries
-)
+// top.
+const maxNewRepos = 2048
 
 // gitShaped reports whether git takes dir itself for a git dir: a HEAD
 // file or symlink, with objects/ and refs/ or a commondir (whose objects
@@ -165,19 +163,17 @@ func (n *newRepos) checkout(root, c string, top bool) {
 // c's .gitmodules name.
 func (n *newRepos) reach(root, g, c string) {
 	n.modules(root, filepath.Join(g, "modules"), 0)
-	subs, _ := submodulePaths(c)
-	limit := int64(maxIndexBytes)
-	if n.own {
-		limit = maxOwnIndexBytes
+	subs, complete := submodulePaths(c)
+	if complete {
+		subs, complete = withGitlinks(subs, c, []string{g}, n.own)
 	}
-	links, complete, _ := indexGitlinks(g, limit, maxGitlinks)
 	if !complete {
-		// More than are looked at (a command can add any number): git
-		// is left no index to enter them from.
+		// More than the next call would protect (it would be refused),
+		// or an index not read to its end: git is left no index to
+		// enter gitlinks from.
 		n.moveAside(root, filepath.Join(g, "index"))
-		links = nil
 	}
-	for _, s := range append(subs, links...) {
+	for _, s := range subs {
 		p := filepath.Join(c, filepath.Clean(s))
 		if !within(p, c) || p == c || !n.plainWay(root, p) {
 			continue

@@ -38,6 +38,11 @@ cd .. && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HE
 	// The same through a .git file, the git dir in /tmp.
 	{"gitlink-file", `mkdir nested && git init -q --separate-git-dir="$SEP" nested && git -C nested commit -q --allow-empty -m n &&
 git -C nested config core.fsmonitor "touch $PWNED/gitlink-file; false" && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested"`, true},
+	// The same in a split index, the gitlink replacing a file's entry of
+	// the shared index: its name is only there.
+	{"gitlink-split", `echo x > nested && git add nested && git commit -qm f && git update-index --split-index && rm nested && mkdir nested && cd nested &&
+git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch $PWNED/gitlink-split; false" &&
+cd .. && git update-index --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested"`, true},
 	// A submodule added, with a planted config and hook in its git dir.
 	{"submodule", `git -c protocol.file.allow=always submodule add -q "$UP" added && git commit -qm sub &&
 git -C added config core.fsmonitor "touch $PWNED/submodule; false" && printf '#!/bin/sh\ntouch %s/submodule-hook\n' "$PWNED" > .git/modules/added/hooks/post-checkout && chmod +x .git/modules/added/hooks/post-checkout`, true},
@@ -164,12 +169,12 @@ func TestGuardNewRepositoryOrdinary(t *testing.T) {
 	}
 }
 
-// TestGuardManyGitlinks: a command that adds more gitlinks than are
-// looked at after the call, the one to its planted repository last, or
-// leaves an index bashcall cannot read to its end, has the index moved
-// aside: git run later enters none. An index of more gitlinks than a
-// call protects refuses the workspace's calls, as a .gitmodules of more
-// submodules does.
+// TestGuardManyGitlinks: a command that adds more gitlinks than a call
+// protects, the one to its planted repository last, or leaves an index
+// bashcall cannot read to its end, has the index moved aside: git run
+// later enters none, and the next call is not refused. An index of more
+// gitlinks than a call protects, made otherwise, refuses the workspace's
+// calls, as a .gitmodules of more submodules does.
 func TestGuardManyGitlinks(t *testing.T) {
 	requireABI(t, 1)
 	for _, m := range mechanisms {
@@ -180,12 +185,15 @@ func TestGuardManyGitlinks(t *testing.T) {
 mkdir zzz && cd zzz && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch %s/many; false" && cd ..
 h=$(git -C zzz rev-parse HEAD)
 for i in $(seq 1 %d); do printf '160000 %%s\tl%%05d\n' "$h" "$i"; done | git update-index --index-info
-git update-index --add --cacheinfo "160000,$h,zzz" && echo planted`, pwned, maxGitlinks)
+git update-index --add --cacheinfo "160000,$h,zzz" && echo planted`, pwned, maxSubmodules)
 			text := e.call(bashReq(plant, `"timeoutMs":60000`)).text()
 			if !strings.HasPrefix(text, "planted\n") || !strings.Contains(text, "/.git/index") {
 				t.Errorf("the call: %q", text)
 			}
 			checkNothingRanAs(t, e.workspace, pwned)
+			if text := e.call(bashReq("echo next", "")).text(); text != "next\n" {
+				t.Errorf("the next call: %q", text)
+			}
 		})
 		t.Run(m.name+"/unreadable", func(t *testing.T) {
 			e, pwned := plantEnv(t, m.env)
