@@ -141,7 +141,7 @@ func (n *newRepos) checkout(root, c string, top bool) {
 			}
 			n.harmless(root, dotGit)
 		}
-		n.reach(root, dotGit, c)
+		n.reach(root, dotGit, root, c)
 		return
 	}
 	dirs := gitDirsOf(c) // none: nothing git could run there
@@ -152,33 +152,35 @@ func (n *newRepos) checkout(root, c string, top bool) {
 		}
 	}
 	if len(dirs) > 0 {
-		if r := containing(dirs[0], n.dirs); r != "" {
-			n.reach(r, dirs[0], c)
-		}
+		n.reach(containing(dirs[0], n.dirs), dirs[0], root, c)
 	}
 }
 
-// reach looks at what git enters from git dir g, checked out at c: the
-// git dirs under its modules/, and the checkouts its index's gitlinks and
-// c's .gitmodules name.
-func (n *newRepos) reach(root, g, c string) {
-	n.modules(root, filepath.Join(g, "modules"), 0)
+// reach looks at what git enters from git dir g (in writable directory
+// gRoot, or none), checked out at c (in cRoot): the git dirs under its
+// modules/, and the checkouts its index's gitlinks and c's .gitmodules
+// name. A git dir no command can write has no modules made, but its
+// gitlinks still lead into c.
+func (n *newRepos) reach(gRoot, g, cRoot, c string) {
+	if gRoot != "" {
+		n.modules(gRoot, filepath.Join(g, "modules"), 0)
+	}
 	subs, complete := submodulePaths(c)
 	if complete {
 		subs, complete = withGitlinks(subs, c, []string{g}, n.own)
 	}
-	if !complete {
+	if !complete && gRoot != "" {
 		// More than the next call would protect (it would be refused),
 		// or an index not read to its end: git is left no index to
 		// enter gitlinks from.
-		n.moveAside(root, filepath.Join(g, "index"))
+		n.moveAside(gRoot, filepath.Join(g, "index"))
 	}
 	for _, s := range subs {
 		p := filepath.Join(c, filepath.Clean(s))
-		if !within(p, c) || p == c || !n.plainWay(root, p) {
+		if !within(p, c) || p == c || !n.plainWay(cRoot, p) {
 			continue
 		}
-		n.checkout(root, p, false)
+		n.checkout(cRoot, p, false)
 	}
 }
 

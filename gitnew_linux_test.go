@@ -224,3 +224,25 @@ git update-index --add --cacheinfo "160000,$(git rev-parse HEAD),nested" && trun
 		})
 	}
 }
+
+// TestGuardNewRepositoryWorktree: a workspace that is a linked worktree
+// of a repository in another writable directory has its index there: a
+// gitlink the command adds to it, to a repository it makes in the
+// workspace, runs nothing later either.
+func TestGuardNewRepositoryWorktree(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, _, wsA := sharedWorktreeEnv(t, m.env)
+			pwned := filepath.Join(e.dir, "pwned")
+			os.Mkdir(pwned, 0o777)
+			plant := fmt.Sprintf(`export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+mkdir nested && cd nested && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch %s/worktree; false" &&
+cd .. && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested" && echo planted`, pwned)
+			if text := e.call(sessionCall(plant, "A", wsA, "")).text(); !strings.HasPrefix(text, "planted\n") || !strings.Contains(text, "/nested/.git") {
+				t.Errorf("the call: %q", text)
+			}
+			checkNothingRanAs(t, wsA, pwned)
+		})
+	}
+}
