@@ -154,6 +154,32 @@ func planGitGuard(writable, others, remembered, controls []string, full bool) (*
 		}
 		tops = append(tops, scanTop{d, &guardBudget{dir: d, own: d == own, bytes: maxGuardBytes, steps: steps, callBytes: &callBytes}})
 	}
+	// The directories between a workspace and the writable directory it
+	// lies in (a workspace in /tmp/x/ws): git run in the workspace goes
+	// up through them when it is no repository, to the first that holds
+	// a .git or is a git dir itself. Charged to that writable directory,
+	// which every session's command can fill.
+	for i, ws := range starts {
+		if i > 0 && i < len(writable) {
+			continue // a writable directory, not a workspace
+		}
+		root := containing(ws, writable[min(1, len(writable)):]) // not its own
+		if i > 0 {
+			root = containing(ws, writable)
+		}
+		if root == "" || root == ws {
+			continue
+		}
+		var rb *guardBudget
+		for _, t := range tops {
+			if t.dir == root {
+				rb = t.budget
+			}
+		}
+		for p := filepath.Dir(ws); p != root && within(p, root) && rb != nil; p = filepath.Dir(p) {
+			tops = append(tops, scanTop{p, rb})
+		}
+	}
 	// The workspace's submodule checkouts that earlier calls found, if
 	// its .gitmodules no longer names them (rememberedTops).
 	for _, r := range remembered {

@@ -246,3 +246,39 @@ cd .. && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HE
 		})
 	}
 }
+
+// TestGuardEnclosingRepository: a workspace in a directory every session
+// writes (a writable root here, /tmp alike), below a directory of it that
+// is, or becomes, a repository: git run in the workspace goes up to that
+// one. Code planted in an existing one's config, or in one a command makes
+// there, runs nothing later.
+func TestGuardEnclosingRepository(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		for _, existing := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/existing=%v", m.name, existing), func(t *testing.T) {
+				e, shared := sharedRootEnv(t, m.env)
+				pwned := filepath.Join(e.dir, "pwned")
+				os.Mkdir(pwned, 0o777)
+				outer := filepath.Join(shared, "outer")
+				ws := filepath.Join(outer, "ws")
+				os.MkdirAll(ws, 0o755)
+				make := "git init -q " + outer + " && "
+				if existing {
+					newRepo(t, outer)
+					os.MkdirAll(ws, 0o755)
+					make = ""
+				}
+				plant := fmt.Sprintf(`%sgit -C %s config core.fsmonitor "touch %s/outer; false" ; git -C %s config alias.st "!touch %s/outer-alias"; echo planted`, make, outer, pwned, outer, pwned)
+				if text := e.call(sessionCall(plant, "A", ws, "")).text(); !strings.HasPrefix(text, "planted\n") {
+					t.Errorf("the call: %q", text)
+				}
+				checkNothingRanAs(t, ws, pwned)
+				gitRun(t, ws, "-c", "safe.directory=*", "st")
+				if planted, _ := os.ReadDir(pwned); len(planted) > 0 {
+					t.Errorf("planted code ran: %v", planted)
+				}
+			})
+		}
+	}
+}
