@@ -136,7 +136,14 @@ func takeAway(dir *os.Root, name string, fi fs.FileInfo) error {
 // (a link where a directory was on the way, a directory where a symlink
 // was) is kept, not removed with whatever it holds.
 func moveAside(dir *os.Root, name string) error {
-	return dir.Rename(name, name+".bashcall-moved-"+rand.Text())
+	_, err := moveAsideAs(dir, name)
+	return err
+}
+
+// moveAsideAs is moveAside, and the name it gave.
+func moveAsideAs(dir *os.Root, name string) (string, error) {
+	to := name + ".bashcall-moved-" + rand.Text()
+	return to, dir.Rename(name, to)
 }
 
 // close closes the directory, unless it is the root itself.

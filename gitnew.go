@@ -76,14 +76,16 @@ type newRepos struct {
 	left     int
 	own      bool
 	reverted []string
+	moved    []movedPath
 	errs     []error
 }
 
 // undoNew makes harmless what git would reach from the watched tops that
-// was no git dir before the call (see above), through roots.
-func (g *gitGuard) undoNew(roots map[string]*os.Root) ([]string, error) {
+// was no git dir before the call (see above), through roots; in a sweep
+// (swept not nil), replanted says the task undid what a sweep did.
+func (g *gitGuard) undoNew(roots map[string]*os.Root, swept *sweptRepos) (made []string, replanted bool, err error) {
 	if g == nil || len(g.Watch) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	n := &newRepos{roots: roots, known: map[string]bool{}, handled: map[string]bool{}, seen: map[string]bool{}}
 	for _, k := range g.Known {
@@ -100,11 +102,14 @@ func (g *gitGuard) undoNew(roots map[string]*os.Root) ([]string, error) {
 		}
 		n.left, n.own = maxNewRepos, w.Own
 		if !w.Shaped && gitShaped(w.Top) {
-			n.moveAside(w.Root, filepath.Join(w.Top, "HEAD"))
+			n.moveAside(w.Root, filepath.Join(w.Top, "HEAD"), false)
 		}
 		n.checkout(w.Root, w.Top, true)
 	}
-	return n.reverted, errors.Join(n.errs...)
+	if swept != nil {
+		replanted = swept.replanted(n.moved)
+	}
+	return n.reverted, replanted, errors.Join(n.errs...)
 }
 
 // root is the open writable directory dir, opened on first use.
@@ -136,7 +141,7 @@ func (n *newRepos) checkout(root, c string, top bool) {
 	if fi.IsDir() {
 		if !n.known[dotGit] {
 			if !top {
-				n.moveAside(root, dotGit)
+				n.moveAside(root, dotGit, false)
 				return
 			}
 			n.harmless(root, dotGit)
@@ -147,7 +152,7 @@ func (n *newRepos) checkout(root, c string, top bool) {
 	dirs := gitDirsOf(c) // none: nothing git could run there
 	for _, d := range dirs {
 		if !n.known[d] && !n.handled[d] {
-			n.moveAside(root, dotGit)
+			n.moveAside(root, dotGit, false)
 			return
 		}
 	}
@@ -173,7 +178,7 @@ func (n *newRepos) reach(gRoot, g, cRoot, c string) {
 		// More than the next call would protect (it would be refused),
 		// or an index not read to its end: git is left no index to
 		// enter gitlinks from.
-		n.moveAside(gRoot, filepath.Join(g, "index"))
+		n.moveAside(gRoot, filepath.Join(g, "index"), false)
 	}
 	for _, s := range subs {
 		p := filepath.Join(c, filepath.Clean(s))
@@ -229,13 +234,14 @@ func (n *newRepos) plainWay(root, p string) bool {
 // harmless moves aside what git runs code from in git dir g.
 func (n *newRepos) harmless(root, g string) {
 	for _, name := range gitDirFiles {
-		n.moveAside(root, filepath.Join(g, name))
+		n.moveAside(root, filepath.Join(g, name), true)
 	}
 }
 
 // moveAside moves p aside, reached from root one directory at a time,
-// never through a symlink; nothing there is nothing to do.
-func (n *newRepos) moveAside(root, p string) {
+// never through a symlink; nothing there is nothing to do. gentle: what a
+// new repository keeps working without (its config, its hooks).
+func (n *newRepos) moveAside(root, p string, gentle bool) {
 	r, _ := n.root(root)
 	rel, err := filepath.Rel(root, p)
 	if err != nil || r == nil {
@@ -245,13 +251,14 @@ func (n *newRepos) moveAside(root, p string) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
+	to := ""
 	if err == nil {
 		defer at.close()
 		if _, err = at.dir.Lstat(at.name); errors.Is(err, fs.ErrNotExist) {
 			return
 		}
 		if err == nil {
-			err = moveAside(at.dir, at.name)
+			to, err = moveAsideAs(at.dir, at.name)
 		}
 	}
 	if err != nil {
@@ -259,4 +266,40 @@ func (n *newRepos) moveAside(root, p string) {
 		return
 	}
 	n.reverted = append(n.reverted, p)
+	n.moved = append(n.moved, movedPath{from: p, to: filepath.Join(filepath.Dir(p), to), gentle: gentle})
+}
+
+// movedPath is one path a pass moved aside.
+type movedPath struct {
+	from, to string
+	gentle   bool
+}
+
+// sweptRepos is what the sweeps of a running task made harmless, to tell
+// a task that undoes it.
+type sweptRepos struct {
+	moved []string       // where they went
+	times map[string]int // passes that moved each path
+}
+
+// replanted reports whether this pass, a sweep's, undid a task's undoing:
+// what an earlier sweep moved aside is gone (renamed back, say), or a
+// path was moved aside again. A new repository's config or hooks moved
+// aside in three sweeps count, not in two: a git clone or submodule
+// update writes its config again when it is done.
+func (s *sweptRepos) replanted(moved []movedPath) bool {
+	again := false
+	for _, p := range s.moved {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			again = true
+		}
+	}
+	for _, m := range moved {
+		s.times[m.from]++
+		if n := s.times[m.from]; n >= 3 || n >= 2 && !m.gentle {
+			again = true
+		}
+		s.moved = append(s.moved, m.to)
+	}
+	return again
 }

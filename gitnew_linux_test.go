@@ -282,3 +282,41 @@ func TestGuardEnclosingRepository(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardNewRepositoryUndone: a task that undoes what a sweep did to a
+// repository it made (renames the moved-aside .git back, or writes a new
+// config into its new repository sweep after sweep) is stopped, as one
+// that plants a protected path again is; a repository whose config is
+// written again once (a git clone finishing) is not.
+func TestGuardNewRepositoryUndone(t *testing.T) {
+	requireABI(t, 1)
+	ident := "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\n"
+	for _, m := range mechanisms {
+		for _, c := range []struct {
+			name, script string
+			killed       bool
+		}{
+			{"renamed-back", `mkdir sub && cd sub && git init -q && git commit -q --allow-empty -m s && git config core.fsmonitor "touch $PWNED/renamed; false" && cd .. &&
+git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub" && end=$((SECONDS+8)); while [ $SECONDS -lt $end ]; do for d in sub/.git.bashcall-moved-*; do [ -e "$d" ] && mv "$d" sub/.git; done; sleep 0.005; done`, true},
+			{"config-rewritten", `git init -q && end=$((SECONDS+8)); while [ $SECONDS -lt $end ]; do [ -e .git/config ] || printf '[core]\n\tfsmonitor = "touch %s/rewritten; false"\n' "$PWNED" > .git/config; sleep 0.005; done`, true},
+			{"config-written-twice", `git init -q && sleep 1.5 && git config core.bare false && sleep 1.5 && echo done`, false},
+		} {
+			t.Run(m.name+"/"+c.name, func(t *testing.T) {
+				e, pwned := plantEnv(t, m.env)
+				if c.name == "renamed-back" {
+					newRepo(t, e.workspace)
+				}
+				script := ident + fmt.Sprintf("PWNED=%q\n", pwned) + c.script
+				if start := e.call(sessionCall(script, "S", e.workspace, `"run_in_background":true`)); start.text() != textStarted("bash-1") {
+					t.Fatalf("start: %q", start.text())
+				}
+				t.Cleanup(func() { e.call(sessionReq("bash_kill", `{"task_id":"bash-1"}`, "S")) })
+				text := e.call(sessionReq("bash_output", `{"task_id":"bash-1","wait":true,"timeout_ms":20000}`, "S")).text()
+				if killed := strings.Contains(text, "[status: killed"); killed != c.killed {
+					t.Errorf("killed %v, want %v: %q", killed, c.killed, text)
+				}
+				checkNothingRanAs(t, e.workspace, pwned)
+			})
+		}
+	}
+}

@@ -26,15 +26,16 @@ import (
 // the directory or out. What the call made that git would reach is then
 // made harmless (undoNew), and listed too.
 func (g *gitGuard) restore() (reverted []string, err error) {
-	reverted, made, err := g.restoreParts()
+	reverted, made, _, err := g.restoreParts(nil)
 	return mergeSorted(reverted, made), err
 }
 
 // restoreParts is restore, with the paths put back apart from those of
-// repositories made harmless.
-func (g *gitGuard) restoreParts() (reverted, made []string, err error) {
+// repositories made harmless; in a sweep (swept not nil), replanted says
+// the task undid what an earlier sweep did to a repository it made.
+func (g *gitGuard) restoreParts(swept *sweptRepos) (reverted, made []string, replanted bool, err error) {
 	if g == nil {
-		return nil, nil, nil
+		return nil, nil, false, nil
 	}
 	roots := map[string]*os.Root{}
 	defer func() {
@@ -63,7 +64,7 @@ func (g *gitGuard) restoreParts() (reverted, made []string, err error) {
 	}
 	// What git would reach that the call made, after the protected
 	// paths are back: a .git file put back leads where it led.
-	made, err = g.undoNew(roots)
+	made, replanted, err = g.undoNew(roots, swept)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -80,7 +81,7 @@ func (g *gitGuard) restoreParts() (reverted, made []string, err error) {
 	}
 	sort.Strings(reverted)
 	sort.Strings(made)
-	return reverted, made, errors.Join(errs...)
+	return reverted, made, replanted, errors.Join(errs...)
 }
 
 // restoreIn restores one entry; changed says something had to change.
@@ -313,6 +314,7 @@ func (g *gitGuard) sweep(period time.Duration, replanted func()) (stop func() []
 	go func() {
 		var all []string
 		putBack := false // a protected path was put back
+		swept := &sweptRepos{times: map[string]int{}}
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -321,11 +323,12 @@ func (g *gitGuard) sweep(period time.Duration, replanted func()) (stop func() []
 				result <- all
 				return
 			case <-t.C:
-				// A repository made harmless again is no replanting: a
-				// git clone or submodule update running longer than a
-				// sweep writes its config more than once.
-				reverted, made, _ := g.restoreParts()
-				if len(reverted) > 0 && putBack && replanted != nil {
+				// A repository made harmless again is replanting only as
+				// sweptRepos.replanted tells: a git clone or submodule
+				// update running longer than a sweep writes its config
+				// more than once.
+				reverted, made, undone, _ := g.restoreParts(swept)
+				if (len(reverted) > 0 && putBack || undone) && replanted != nil {
 					replanted()
 					replanted = nil
 				}
