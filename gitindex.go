@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -42,13 +43,7 @@ var errBadIndex = errors.New("not a git index")
 // no more). An index that is absent has none; one that cannot be read to
 // its end is an error, with complete false (git may read further).
 func indexGitlinks(g string, limit int64, max int) (paths []string, complete bool, err error) {
-	hashSize := 20
-	for _, f := range gitConfigValues(g, "extensions", "objectformat") {
-		hashSize = 20 // git takes the last
-		if strings.EqualFold(f, "sha256") {
-			hashSize = 32
-		}
-	}
+	hashSize := indexHashSize(g)
 	seen := map[string]bool{}
 	add := func(p string) bool {
 		if seen[p] {
@@ -80,6 +75,27 @@ func indexGitlinks(g string, limit int64, max int) (paths []string, complete boo
 	named := func(pos int, name string) bool { return !gitlinkAt[pos] || add(name) }
 	_, complete, err = readIndex(filepath.Join(g, "sharedindex."+main.shared), hashSize, limit, add, named)
 	return paths, complete, err
+}
+
+// indexHashSize is the size of an object name in git dir g's index: 32
+// where its repository's config (its common dir's, for a linked
+// worktree's) says sha256, which git heeds from repository format version
+// 1 on (the last value of each key counts); else 20.
+func indexHashSize(g string) int {
+	if c, ok := readGitFile(filepath.Join(g, "commondir"), ""); ok {
+		g = c
+	}
+	version, format := "0", ""
+	for _, v := range gitConfigValues(g, "core", "repositoryformatversion") {
+		version = v
+	}
+	for _, f := range gitConfigValues(g, "extensions", "objectformat") {
+		format = f
+	}
+	if n, err := strconv.Atoi(version); err == nil && n >= 1 && strings.EqualFold(format, "sha256") {
+		return 32
+	}
+	return 20
 }
 
 // indexRead is what an index says besides its gitlinks: the shared index

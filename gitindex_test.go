@@ -224,3 +224,30 @@ echo n > n && git add n && git ls-files -s`
 		t.Errorf("gitlinks = %q (complete %v, %v), git lists %q", got, complete, err, want)
 	}
 }
+
+// TestIndexGitlinksWorktreeSha256: a linked worktree's index, whose git
+// dir has no config of its own, is read with its repository's object
+// names (sha256 here, from the common dir's config); a config that names
+// sha256 under repository format version 0, which git does not heed,
+// does not count.
+func TestIndexGitlinksWorktreeSha256(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	dir := t.TempDir()
+	script := `git init -q --object-format=sha256 main && cd main && echo a > a && git add a &&
+git -c user.name=t -c user.email=t@example.com commit -qm a && git worktree add -q ../wt && cd ../wt &&
+git update-index --add --cacheinfo "160000,$(git rev-parse HEAD),sub" && cd .. && git init -q v0 && cd v0 &&
+git update-index --add --cacheinfo "160000,$(git hash-object -w --stdin </dev/null),sub" && git config extensions.objectformat sha256`
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, g := range []string{"main/.git/worktrees/wt", "v0/.git"} {
+		if got, complete, err := indexGitlinks(filepath.Join(dir, g), maxIndexBytes, 10); err != nil || !complete || !slices.Equal(got, []string{"sub"}) {
+			t.Errorf("%s: gitlinks %q, complete %v, %v", g, got, complete, err)
+		}
+	}
+}

@@ -13,6 +13,9 @@ import (
 	"testing"
 )
 
+// gitIdent names the author and committer of a confined call's commits.
+const gitIdent = "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com"
+
 // newRepoVectors make a repository git reaches from the workspace and
 // plant code in it ($PWNED/<name> when it runs); with: the workspace is a
 // repository with one commit first, and an upstream repository is at $UP.
@@ -77,7 +80,7 @@ func TestGuardNewRepository(t *testing.T) {
 						if nobody {
 							e.asNobody()
 						}
-						script := fmt.Sprintf("export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\nPWNED=%q UP=%q SEP=%q\n%s && echo planted", pwned, up, sep, v.script)
+						script := fmt.Sprintf("%s\nexport GIT_CONFIG_NOSYSTEM=1 PWNED=%q UP=%q SEP=%q\n%s && echo planted", gitIdent, pwned, up, sep, v.script)
 						text, facts := plantCall(t, e, script, bg, 1)
 						if !strings.Contains(text, "planted") {
 							t.Fatalf("the command did not plant: %q", text)
@@ -117,13 +120,12 @@ func TestGuardNewRepositoryOrdinary(t *testing.T) {
 		t.Run(m.name+"/init", func(t *testing.T) {
 			e, _ := plantEnv(t, m.env)
 			os.WriteFile(filepath.Join(e.workspace, "a.txt"), []byte("a\n"), 0o644)
-			ident := "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\n"
-			first := e.call(sessionCall(ident+"git init -q && git add -A && git commit -qm one && echo made", "S", e.workspace, "")).text()
+			first := e.call(sessionCall(gitIdent+"\ngit init -q && git add -A && git commit -qm one && echo made", "S", e.workspace, "")).text()
 			if !strings.HasPrefix(first, "made\n") || !strings.Contains(first, "/.git/config") {
 				t.Errorf("the first call: %q", first)
 			}
 			os.WriteFile(filepath.Join(e.workspace, "b.txt"), []byte("b\n"), 0o644)
-			second := e.call(sessionCall(ident+"git add -A && git commit -qm two && git log --oneline | wc -l", "S", e.workspace, "")).text()
+			second := e.call(sessionCall(gitIdent+"\ngit add -A && git commit -qm two && git log --oneline | wc -l", "S", e.workspace, "")).text()
 			if second != "2\n" {
 				t.Errorf("the second call: %q", second)
 			}
@@ -136,7 +138,7 @@ func TestGuardNewRepositoryOrdinary(t *testing.T) {
 			up := filepath.Join(e.dir, "upstream")
 			newRepo(t, up)
 			newRepo(t, e.workspace)
-			add := fmt.Sprintf("export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\ngit -c protocol.file.allow=always submodule add -q %q added && git commit -qm sub && echo added", up)
+			add := fmt.Sprintf(gitIdent+"\ngit -c protocol.file.allow=always submodule add -q %q added && git commit -qm sub && echo added", up)
 			if text := e.call(sessionCall(add, "S", e.workspace, "")).text(); !strings.HasPrefix(text, "added\n") {
 				t.Errorf("the call: %q", text)
 			}
@@ -181,7 +183,7 @@ func TestGuardManyGitlinks(t *testing.T) {
 		t.Run(m.name+"/added", func(t *testing.T) {
 			e, pwned := plantEnv(t, m.env)
 			newRepo(t, e.workspace)
-			plant := fmt.Sprintf(`export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+			plant := fmt.Sprintf(gitIdent+`
 mkdir zzz && cd zzz && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch %s/many; false" && cd ..
 h=$(git -C zzz rev-parse HEAD)
 for i in $(seq 1 %d); do printf '160000 %%s\tl%%05d\n' "$h" "$i"; done | git update-index --index-info
@@ -236,7 +238,7 @@ func TestGuardNewRepositoryWorktree(t *testing.T) {
 			e, _, wsA := sharedWorktreeEnv(t, m.env)
 			pwned := filepath.Join(e.dir, "pwned")
 			os.Mkdir(pwned, 0o777)
-			plant := fmt.Sprintf(`export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+			plant := fmt.Sprintf(gitIdent+`
 mkdir nested && cd nested && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch %s/worktree; false" &&
 cd .. && git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested" && echo planted`, pwned)
 			if text := e.call(sessionCall(plant, "A", wsA, "")).text(); !strings.HasPrefix(text, "planted\n") || !strings.Contains(text, "/nested/.git") {
@@ -290,7 +292,6 @@ func TestGuardEnclosingRepository(t *testing.T) {
 // written again once (a git clone finishing) is not.
 func TestGuardNewRepositoryUndone(t *testing.T) {
 	requireABI(t, 1)
-	ident := "export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com\n"
 	for _, m := range mechanisms {
 		for _, c := range []struct {
 			name, script string
@@ -306,7 +307,7 @@ git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub" && 
 				if c.name == "renamed-back" {
 					newRepo(t, e.workspace)
 				}
-				script := ident + fmt.Sprintf("PWNED=%q\n", pwned) + c.script
+				script := gitIdent + "\n" + fmt.Sprintf("PWNED=%q\n", pwned) + c.script
 				if start := e.call(sessionCall(script, "S", e.workspace, `"run_in_background":true`)); start.text() != textStarted("bash-1") {
 					t.Fatalf("start: %q", start.text())
 				}
