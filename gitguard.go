@@ -32,7 +32,6 @@ import (
 const (
 	maxGuardEntries = 2000
 	maxGuardBytes   = 4 << 20
-	maxModuleDepth  = 6
 	maxSubmodules   = 512  // of one .gitmodules
 	maxResolveSteps = 4096 // names walked resolving one top's submodule paths (its own workspace's: 4 times more)
 	// Bytes of the protected and pinned paths the launcher gets as

@@ -15,14 +15,16 @@ package main
 // dir before the call is made harmless, moved aside (NAME.bashcall-
 // moved-RANDOM), never removed:
 //
-//   - the top's own new .git directory (git init), and a new git dir under
-//     a git dir's modules/ (git submodule add) keep their repository, but
-//     not its config, config.worktree, commondir and hooks/;
-//   - a new .git file or symlink at the top, or in a checkout a gitlink or
-//     .gitmodules names, leading to a git dir that was none, is moved
-//     aside itself (what it leads to may be another session's), as is a
-//     new .git directory in such a checkout: git status then enters no
-//     repository there, nor any below it;
+//   - the top's own new .git directory (git init), a new git dir under a
+//     git dir's modules/ (git submodule add), and a new .git directory in
+//     a checkout a gitlink or .gitmodules names (git add of a repository
+//     made) keep their repository, but not its config, config.worktree,
+//     commondir and hooks/;
+//   - a new .git file or symlink at the top, or in such a checkout,
+//     leading to a git dir that was none, is moved aside itself (what it
+//     leads to may be another session's);
+//   - a modules/ of more than a pass lists is moved aside whole, and past
+//     what a pass looks at a new .git (a known one's index);
 //   - the top made a git dir itself has its HEAD moved aside;
 //   - an index that names more gitlinks (with .gitmodules' paths) than a
 //     call protects, or that cannot be read to its end, is moved aside.
@@ -73,7 +75,8 @@ type newRepos struct {
 	known    map[string]bool     // git dirs before the call
 	handled  map[string]bool     // new git dirs made harmless in this pass
 	seen     map[string]bool
-	left     int
+	left     int // repositories a pass looks at from one top
+	listed   int // directories of modules/ it lists
 	own      bool
 	reverted []string
 	moved    []movedPath
@@ -100,7 +103,7 @@ func (g *gitGuard) undoNew(roots map[string]*os.Root, swept *sweptRepos) (made [
 		if _, ok := n.root(w.Root); !ok {
 			continue
 		}
-		n.left, n.own = maxNewRepos, w.Own
+		n.left, n.listed, n.own = maxNewRepos, 0, w.Own
 		if !w.Shaped && gitShaped(w.Top) {
 			n.moveAside(w.Root, filepath.Join(w.Top, "HEAD"), false)
 		}
@@ -134,24 +137,30 @@ func (n *newRepos) checkout(root, c string, top bool) {
 		return
 	}
 	n.seen[dotGit] = true
-	if n.left--; n.left < 0 {
-		n.errs = append(n.errs, fmt.Errorf("more than %d repositories under %q to look at", maxNewRepos, c))
-		return
-	}
+	// Past what a pass looks at, git is kept from going on: a repository
+	// made has its .git moved aside, a known one its index.
+	n.left--
+	over := n.left < 0 && !top
 	if fi.IsDir() {
-		if !n.known[dotGit] {
-			if !top {
-				n.moveAside(root, dotGit, false)
-				return
+		switch {
+		case !n.known[dotGit] && over:
+			n.moveAside(root, dotGit, false)
+		case over:
+			n.moveAside(root, filepath.Join(dotGit, "index"), false)
+		default:
+			if !n.known[dotGit] {
+				n.harmless(root, dotGit)
+				n.handled[dotGit] = true
 			}
-			n.harmless(root, dotGit)
+			n.reach(root, dotGit, root, c)
 		}
-		n.reach(root, dotGit, root, c)
 		return
 	}
 	dirs := gitDirsOf(c) // none: nothing git could run there
 	for _, d := range dirs {
-		if !n.known[d] && !n.handled[d] {
+		if !n.known[d] && !n.handled[d] || over {
+			// What it leads to may be another session's: the pointer
+			// goes aside, not what it points at.
 			n.moveAside(root, dotGit, false)
 			return
 		}
@@ -168,7 +177,7 @@ func (n *newRepos) checkout(root, c string, top bool) {
 // gitlinks still lead into c.
 func (n *newRepos) reach(gRoot, g, cRoot, c string) {
 	if gRoot != "" {
-		n.modules(gRoot, filepath.Join(g, "modules"), 0)
+		n.modules(gRoot, filepath.Join(g, "modules"), filepath.Join(g, "modules"))
 	}
 	subs, complete := submodulePaths(c)
 	if complete {
@@ -189,29 +198,39 @@ func (n *newRepos) reach(gRoot, g, cRoot, c string) {
 	}
 }
 
-// modules looks at the git dirs under dir, a modules/ directory of a git
-// dir (names nest: modules/a/b), depth levels down.
-func (n *newRepos) modules(root, dir string, depth int) {
+// modules looks at the git dirs under modules (a modules/ directory of a
+// git dir; names nest, modules/a/b, and so do submodules, as deep as git
+// lets them), dir the part being listed. More than a pass lists, or a
+// directory of more entries than it lists, has the whole modules/ moved
+// aside: git then finds none of its submodules' git dirs, and clones them
+// again from their URLs. false: it was.
+func (n *newRepos) modules(root, modules, dir string) bool {
+	if n.listed++; n.listed > maxGuardEntries {
+		n.moveAside(root, modules, false)
+		return false
+	}
 	entries, err := readDirBounded(dir)
 	if errors.Is(err, errTooLarge) {
-		n.errs = append(n.errs, err)
+		n.moveAside(root, modules, false)
+		return false
 	}
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
 		m := filepath.Join(dir, e.Name())
-		switch {
-		case isGitDir(m):
+		if isGitDir(m) {
 			if !n.known[m] && !n.handled[m] {
 				n.harmless(root, m)
 				n.handled[m] = true
 			}
-			n.modules(root, filepath.Join(m, "modules"), 0)
-		case depth < maxModuleDepth:
-			n.modules(root, m, depth+1)
+			m = filepath.Join(m, "modules") // its own submodules'
+		}
+		if !n.modules(root, modules, m) {
+			return false
 		}
 	}
+	return true
 }
 
 // plainWay reports whether p is a directory reached from root with no

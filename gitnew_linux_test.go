@@ -49,6 +49,16 @@ cd .. && git update-index --cacheinfo "160000,$(git -C nested rev-parse HEAD),ne
 	// A submodule added, with a planted config and hook in its git dir.
 	{"submodule", `git -c protocol.file.allow=always submodule add -q "$UP" added && git commit -qm sub &&
 git -C added config core.fsmonitor "touch $PWNED/submodule; false" && printf '#!/bin/sh\ntouch %s/submodule-hook\n' "$PWNED" > .git/modules/added/hooks/post-checkout && chmod +x .git/modules/added/hooks/post-checkout`, true},
+	// A submodule's git dir deeper than names used to be looked at.
+	{"deep-module", `G=.git/modules/a/b/c/d/e/f/g/h && mkdir -p "$(dirname "$G")" && git clone -q --bare "$UP" "$G" &&
+printf '#!/bin/sh\ntouch %s/deep-module\n' "$PWNED" > "$G/hooks/post-checkout" && chmod +x "$G/hooks/post-checkout" && git config -f "$G/config" core.bare false &&
+printf '[submodule "a/b/c/d/e/f/g/h"]\n\tpath = deep\n\turl = %s\n' "$UP" >> .gitmodules && git add .gitmodules &&
+git update-index --add --cacheinfo "160000,$(git -C "$G" rev-parse HEAD),deep" && git commit -qm deep`, true},
+	// One among more entries of .git/modules than are listed.
+	{"wide-modules", `for i in $(seq 2001); do mkdir .git/modules/pad$i; done && G=.git/modules/wide && git clone -q --bare "$UP" "$G" &&
+printf '#!/bin/sh\ntouch %s/wide-modules\n' "$PWNED" > "$G/hooks/post-checkout" && chmod +x "$G/hooks/post-checkout" && git config -f "$G/config" core.bare false &&
+printf '[submodule "wide"]\n\tpath = wide\n\turl = %s\n' "$UP" >> .gitmodules && git add .gitmodules &&
+git update-index --add --cacheinfo "160000,$(git -C "$G" rev-parse HEAD),wide" && git commit -qm wide`, true},
 	// A gitlink inside a submodule's own index.
 	{"gitlink-in-submodule", `mkdir sub/deeper && cd sub/deeper && git init -q && git commit -q --allow-empty -m d && git config core.fsmonitor "touch $PWNED/gitlink-in-submodule; false" &&
 cd .. && git update-index --add --cacheinfo "160000,$(git -C deeper rev-parse HEAD),deeper"`, true},
@@ -147,6 +157,20 @@ func TestGuardNewRepositoryOrdinary(t *testing.T) {
 			}
 			if st := gitRun(t, e.workspace, "status", "--porcelain"); st != "" {
 				t.Errorf("git status after: %q", st)
+			}
+		})
+		t.Run(m.name+"/embedded", func(t *testing.T) {
+			// git add of a repository made in the call: it stays a
+			// repository of its own (git run in it must not fall through
+			// to the outer one), without its config and hooks.
+			e, _ := plantEnv(t, m.env)
+			newRepo(t, e.workspace)
+			add := gitIdent + "\nmkdir emb && cd emb && git init -q && git commit -q --allow-empty -m inner && cd .. && git add emb 2>/dev/null && echo added"
+			if text := e.call(sessionCall(add, "S", e.workspace, "")).text(); !strings.HasPrefix(text, "added\n") {
+				t.Errorf("the call: %q", text)
+			}
+			if log := gitRun(t, filepath.Join(e.workspace, "emb"), "log", "--oneline"); !strings.Contains(log, "inner") || strings.Contains(log, "first") {
+				t.Errorf("git log in the embedded repository: %q", log)
 			}
 		})
 		t.Run(m.name+"/bare", func(t *testing.T) {
@@ -286,7 +310,7 @@ func TestGuardEnclosingRepository(t *testing.T) {
 }
 
 // TestGuardNewRepositoryUndone: a task that undoes what a sweep did to a
-// repository it made (renames the moved-aside .git back, or writes a new
+// repository it made (renames the moved-aside config back, or writes a new
 // config into its new repository sweep after sweep) is stopped, as one
 // that plants a protected path again is; a repository whose config is
 // written again once (a git clone finishing) is not.
@@ -298,7 +322,7 @@ func TestGuardNewRepositoryUndone(t *testing.T) {
 			killed       bool
 		}{
 			{"renamed-back", `mkdir sub && cd sub && git init -q && git commit -q --allow-empty -m s && git config core.fsmonitor "touch $PWNED/renamed; false" && cd .. &&
-git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub" && end=$((SECONDS+8)); while [ $SECONDS -lt $end ]; do for d in sub/.git.bashcall-moved-*; do [ -e "$d" ] && mv "$d" sub/.git; done; sleep 0.005; done`, true},
+git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub" && end=$((SECONDS+8)); while [ $SECONDS -lt $end ]; do for d in sub/.git/config.bashcall-moved-*; do [ -e "$d" ] && mv "$d" sub/.git/config; done; sleep 0.005; done`, true},
 			{"config-rewritten", `git init -q && end=$((SECONDS+8)); while [ $SECONDS -lt $end ]; do [ -e .git/config ] || printf '[core]\n\tfsmonitor = "touch %s/rewritten; false"\n' "$PWNED" > .git/config; sleep 0.005; done`, true},
 			{"config-written-twice", `git init -q && sleep 1.5 && git config core.bare false && sleep 1.5 && echo done`, false},
 		} {

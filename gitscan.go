@@ -240,9 +240,11 @@ func protectedGitPaths(g string) (paths, dirs []string, complete bool) {
 		}
 		return entries
 	}
-	var walk func(dir string, depth int)
-	var walkModules func(modules string, depth int)
-	walk = func(dir string, depth int) {
+	// As deep as names and submodules nest: git bounds neither (a
+	// module's name may hold any number of slashes), only the listings'
+	// budget does.
+	var walk, walkModules func(dir string)
+	walk = func(dir string) {
 		dirs = append(dirs, dir)
 		for _, name := range gitDirFiles {
 			paths = append(paths, filepath.Join(dir, name))
@@ -256,31 +258,28 @@ func protectedGitPaths(g string) (paths, dirs []string, complete bool) {
 				paths = append(paths, filepath.Join(wt, ".git"))
 			}
 		}
-		if depth >= maxModuleDepth {
-			return
-		}
 		for _, w := range list(filepath.Join(dir, "worktrees")) {
 			if w.IsDir() {
 				wd := filepath.Join(dir, "worktrees", w.Name())
 				paths = append(paths, filepath.Join(wd, "config.worktree"), filepath.Join(wd, "commondir"), filepath.Join(wd, "gitdir"))
 			}
 		}
-		walkModules(filepath.Join(dir, "modules"), depth)
+		walkModules(filepath.Join(dir, "modules"))
 	}
-	walkModules = func(modules string, depth int) {
+	walkModules = func(modules string) {
 		for _, e := range list(modules) {
 			if !e.IsDir() {
 				continue
 			}
 			d := filepath.Join(modules, e.Name())
 			if isGitDir(d) {
-				walk(d, depth+1)
-			} else if depth < maxModuleDepth {
-				walkModules(d, depth+1)
+				walk(d)
+			} else {
+				walkModules(d)
 			}
 		}
 	}
-	walk(g, 0)
+	walk(g)
 	return paths, dirs, complete
 }
 
