@@ -287,11 +287,17 @@ func TestGCSkipsTaskInUse(t *testing.T) {
 // go they answer as ever.
 func TestToolsBesideStuckGC(t *testing.T) {
 	e := newTestEnv(t, "")
-	id := e.start("echo out", "A")
+	// The start's answer counts too: a task as short as this one can
+	// settle before it, and its notice travel with it.
+	started := e.call(startReq("echo out", "A"))
+	id, ok := strings.CutPrefix(started.text(), textStarted(""))
+	if !ok {
+		t.Fatalf("start: %q", started.text())
+	}
 	e.awaitSettled(id)
 	unlock := lockDir(t, filepath.Join(e.stateDir, "tasks", id), syscall.LOCK_EX)
 	start := time.Now()
-	notices := 0
+	notices := len(started.Notices)
 	for _, c := range []struct{ req, tool string }{{outputReq(id, "A", ""), "bash_output"}, {killReq(id, "A"), "bash_kill"}} {
 		r := e.call(c.req)
 		notices += len(r.Notices) // the session's, which travel with any answer
