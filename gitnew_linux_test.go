@@ -92,7 +92,9 @@ func TestGuardNewRepository(t *testing.T) {
 						}
 						script := fmt.Sprintf("%s\nexport GIT_CONFIG_NOSYSTEM=1 PWNED=%q UP=%q SEP=%q\n%s && echo planted", gitIdent, pwned, up, sep, v.script)
 						text, facts := plantCall(t, e, script, bg, 1)
-						if !strings.Contains(text, "planted") {
+						// A task's sweeps may undo what it does before it is
+						// done planting (one that plants for seconds).
+						if !strings.Contains(text, "planted") && !(bg && strings.Contains(text, "reverted changes")) {
 							t.Fatalf("the command did not plant: %q", text)
 						}
 						if facts == nil || len(facts.Reverted) == 0 || !strings.Contains(text, "reverted changes") {
