@@ -95,14 +95,13 @@ func (g *gitGuard) undoNew(roots map[string]*os.Root, swept *sweptRepos) (made [
 		n.known[k] = true
 	}
 	for _, w := range g.Watch {
-		if _, ok := n.root(w.Root); ok && !slices.Contains(n.dirs, w.Root) {
+		if !slices.Contains(n.dirs, w.Root) {
 			n.dirs = append(n.dirs, w.Root)
 		}
 	}
+	// The writable directories are opened (n.root) only to move something
+	// aside: most calls make no repository.
 	for _, w := range g.Watch {
-		if _, ok := n.root(w.Root); !ok {
-			continue
-		}
 		n.left, n.listed, n.own = maxNewRepos, 0, w.Own
 		if !w.Shaped && gitShaped(w.Top) {
 			n.moveAside(w.Root, filepath.Join(w.Top, "HEAD"), false)
@@ -118,10 +117,13 @@ func (g *gitGuard) undoNew(roots map[string]*os.Root, swept *sweptRepos) (made [
 // root is the open writable directory dir, opened on first use.
 func (n *newRepos) root(dir string) (*os.Root, bool) {
 	if r, ok := n.roots[dir]; ok {
-		return r, true
+		return r, r != nil
 	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
+		// Said once: nothing there can be looked at or moved aside.
+		n.errs = append(n.errs, fmt.Errorf("looking at repositories made in %q: %w", dir, err))
+		n.roots[dir] = nil
 		return nil, false
 	}
 	n.roots[dir] = r
@@ -237,9 +239,9 @@ func (n *newRepos) modules(root, modules, dir string) bool {
 // symlink on the way, nor p one: git enters no gitlink's checkout
 // through a symlink.
 func (n *newRepos) plainWay(root, p string) bool {
-	r, _ := n.root(root)
+	r, ok := n.root(root)
 	rel, err := filepath.Rel(root, p)
-	if err != nil {
+	if !ok || err != nil {
 		return false
 	}
 	at, err := openBeneath(r, filepath.Join(rel, ".git"), false)
@@ -261,9 +263,9 @@ func (n *newRepos) harmless(root, g string) {
 // never through a symlink; nothing there is nothing to do. gentle: what a
 // new repository keeps working without (its config, its hooks).
 func (n *newRepos) moveAside(root, p string, gentle bool) {
-	r, _ := n.root(root)
+	r, ok := n.root(root)
 	rel, err := filepath.Rel(root, p)
-	if err != nil || r == nil {
+	if !ok || err != nil {
 		return
 	}
 	at, err := openBeneath(r, rel, false)

@@ -40,7 +40,9 @@ func (g *gitGuard) restoreParts(swept *sweptRepos) (reverted, made []string, rep
 	roots := map[string]*os.Root{}
 	defer func() {
 		for _, r := range roots {
-			r.Close()
+			if r != nil { // one that could not be opened (undoNew)
+				r.Close()
+			}
 		}
 	}()
 	var errs []error
