@@ -119,6 +119,7 @@ func (n *newRepos) root(dir string) (*os.Root, bool) {
 	if r, ok := n.roots[dir]; ok {
 		return r, r != nil
 	}
+	ownerRWXDir(dir)
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		// Said once: nothing there can be looked at or moved aside.

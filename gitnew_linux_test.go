@@ -347,3 +347,32 @@ git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub" && 
 		}
 	}
 }
+
+// TestGuardWorkspaceChmodded: an unprivileged command that plants and
+// then makes the workspace itself mode 000 (Landlock does not govern
+// chmod, and a writable directory is the user's to chmod) does not keep
+// what it planted: the restore and the look after the call give the
+// workspace its owner's rwx back before opening it.
+func TestGuardWorkspaceChmodded(t *testing.T) {
+	requireABI(t, 1)
+	for _, m := range mechanisms {
+		t.Run(m.name, func(t *testing.T) {
+			e, pwned := plantEnv(t, m.env)
+			os.Chmod(pwned, 0o777)
+			newRepo(t, e.workspace)
+			e.asNobody()
+			plant := fmt.Sprintf(`%s
+git config core.fsmonitor "touch %[2]s/config; false" 2>/dev/null
+mkdir nested && cd nested && git init -q && git commit -q --allow-empty -m n && git config core.fsmonitor "touch %[2]s/nested; false" && cd .. &&
+git update-index --add --cacheinfo "160000,$(git -C nested rev-parse HEAD),nested" && chmod 000 "$PWD" && echo planted`, gitIdent, pwned)
+			text := e.call(bashReq(plant, "")).text()
+			if !strings.HasPrefix(text, "planted\n") || strings.Contains(text, "could not restore") {
+				t.Errorf("the call: %q", text)
+			}
+			if fi, err := os.Stat(e.workspace); err != nil || fi.Mode().Perm()&0o700 != 0o700 {
+				t.Errorf("the workspace after the call: %v, %v", fi.Mode(), err)
+			}
+			checkNothingRanAs(t, e.workspace, pwned)
+		})
+	}
+}

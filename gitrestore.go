@@ -51,6 +51,7 @@ func (g *gitGuard) restoreParts(swept *sweptRepos) (reverted, made []string, rep
 		r, ok := roots[e.Root]
 		if !ok {
 			var oerr error
+			ownerRWXDir(e.Root)
 			if r, oerr = os.OpenRoot(e.Root); oerr != nil {
 				errs = append(errs, oerr)
 				continue

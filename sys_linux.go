@@ -330,6 +330,24 @@ func openRegular(p string) (*os.File, error) {
 	return os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), os.O_RDONLY|syscall.O_NOCTTY, 0)
 }
 
+// ownerRWXDir gives directory dir, where this user owns it, its owner's
+// rwx back if a command took them away (Landlock does not govern chmod):
+// a restore opens it, which a writable directory of mode 000 refuses even
+// its owner. A symlink put in its place is not followed (O_NOFOLLOW with
+// O_DIRECTORY); the mode is set through the descriptor's /proc name.
+func ownerRWXDir(dir string) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() || st.Mode&0o700 == 0o700 {
+		return
+	}
+	unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), st.Mode&0o7777|0o700)
+}
+
 // kernelPath is p as the kernel resolves it, canonical: opened O_PATH
 // (nothing is opened for reading, no device acts), and named back by
 // /proc/self/fd. errNoProc where /proc cannot say.

@@ -120,6 +120,18 @@ func openRegular(p string) (*os.File, error) {
 	return keepRegular(f, p)
 }
 
+// ownerRWXDir gives directory dir, where this user owns it, its owner's
+// rwx back (see sys_linux.go), unless a symlink is in its place.
+func ownerRWXDir(dir string) {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o700 == 0o700 {
+		return
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == os.Geteuid() {
+		os.Chmod(dir, fi.Mode().Perm()|0o700)
+	}
+}
+
 // kernelPath is errNoProc here: resolveSubmodule walks the path itself.
 func kernelPath(string) (string, error) { return "", errNoProc }
 
