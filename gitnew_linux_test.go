@@ -28,6 +28,12 @@ var newRepoVectors = []struct {
 git config alias.st "!touch $PWNED/init-alias" && printf '#!/bin/sh\ntouch %s/init-hook\n' "$PWNED" > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`, false},
 	// A .git file pointing at a git dir made in /tmp.
 	{"separate", `git init -q --separate-git-dir="$SEP" && git add -A && git commit -qm one && git config core.fsmonitor "touch $PWNED/separate; false"`, false},
+	// The same, the .git file's path ending in a space (git strips only
+	// newlines), or padded with newlines past 4 KiB.
+	{"separate-space", `git init -q --separate-git-dir="$SEP " && git add -A && git commit -qm one && git config core.fsmonitor "touch $PWNED/separate-space; false" &&
+printf 'gitdir: %s \n' "$SEP" > .git && git status >/dev/null`, false},
+	{"separate-padded", `git init -q --separate-git-dir="$SEP" && git config core.fsmonitor "touch $PWNED/separate-padded; false" &&
+{ printf 'gitdir: %s' "$SEP"; head -c 5000 /dev/zero | tr '\0' '\n'; } > .git && git status >/dev/null`, false},
 	// The workspace made a bare repository, .git's HEAD removed.
 	{"bare-top", `rm .git/HEAD && echo "ref: refs/heads/master" > HEAD && mkdir objects refs &&
 printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = "touch %s/bare-top; false"\n' "$PWNED" > config`, true},
@@ -86,7 +92,7 @@ func TestGuardNewRepository(t *testing.T) {
 							os.WriteFile(filepath.Join(e.workspace, "a.txt"), []byte("a\n"), 0o644)
 						}
 						sep := filepath.Join("/tmp", fmt.Sprintf("bashcall-sep-%s-%d", filepath.Base(e.dir), i))
-						t.Cleanup(func() { os.RemoveAll(sep) })
+						t.Cleanup(func() { os.RemoveAll(sep); os.RemoveAll(sep + " ") })
 						if nobody {
 							e.asNobody()
 						}

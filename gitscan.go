@@ -200,16 +200,26 @@ func readGitFile(p, prefix string) (string, bool) {
 // readPointer is readGitFile's path as written, made absolute, not
 // resolved.
 func readPointer(p, prefix string) (string, bool) {
-	b, err := readSmall(p, 4096)
+	// As git reads them (setup.c): a .git file of up to PATH_MAX*4 bytes
+	// (git refuses a larger one), a commondir of any size, each without
+	// its trailing newlines and carriage returns, and nothing else
+	// trimmed: a path with a trailing space is another path. A relative
+	// one is joined to the file's directory as is, for the kernel to
+	// resolve (a symlink before a "..").
+	limit := 4 * 4096
+	if prefix == "" {
+		limit = 1 << 20
+	}
+	b, err := readSmall(p, limit)
 	if err != nil {
 		return "", false
 	}
-	line, ok := strings.CutPrefix(strings.TrimSpace(string(b)), prefix)
+	line, ok := strings.CutPrefix(strings.TrimRight(string(b), "\r\n"), prefix)
 	if !ok || line == "" {
 		return "", false
 	}
 	if !filepath.IsAbs(line) {
-		line = filepath.Join(filepath.Dir(p), line)
+		line = filepath.Dir(p) + "/" + line
 	}
 	return line, true
 }
